@@ -1,0 +1,162 @@
+"""The working-state summary: its template, its validation, and a summarizer that needs no model.
+
+A summary is Markdown that starts with ``# Auto Context Summary`` and has ``##`` sections.
+Three sections are required and must not be empty: what is *known* (confirmed findings), the
+*workspace* state (files changed and whether each change is verified, test status), and the
+*next* step. Section names are matched case-insensitively with the aliases below, so the
+template's long names and short ``## Known`` / ``## Workspace`` / ``## Next`` both validate.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ac_env.actions import SUMMARY_HEADER
+
+SUMMARY_TEMPLATE = f"""{SUMMARY_HEADER}
+## Task
+<the task in one or two sentences, and any constraint from it>
+## Known
+<confirmed findings: where the bug is and why, with file paths and function names>
+## Ruled out
+<directions already checked and dismissed>
+## Workspace
+<files changed so far and whether each change is verified; or 'no changes yet'>
+## Tests
+<the last test run: command, passed/failed counts, failing test ids>
+## Next
+<the concrete next action>
+"""
+
+REQUIRED_SECTIONS: dict[str, tuple[str, ...]] = {
+    "known": ("known", "confirmed findings", "findings", "known facts"),
+    "workspace": ("workspace", "workspace state"),
+    "next": ("next", "next step", "next steps", "plan"),
+}
+
+_SECTION = re.compile(r"^##[ \t]+(.+?)[ \t]*$", re.MULTILINE)
+
+
+def parse_sections(summary: str) -> dict[str, str]:
+    """Section title (lower-cased) -> body text, in order of appearance."""
+    matches = list(_SECTION.finditer(summary))
+    sections: dict[str, str] = {}
+    ends = [m.start() for m in matches[1:]] + [len(summary)]
+    for match, end in zip(matches, ends, strict=False):
+        sections[match.group(1).strip().lower().rstrip(":")] = summary[match.end() : end].strip()
+    return sections
+
+
+def summary_problems(summary: str) -> list[str]:
+    """What makes ``summary`` invalid; empty when it is a valid working-state summary."""
+    if not summary.lstrip().startswith(SUMMARY_HEADER):
+        return [f"the summary must start with '{SUMMARY_HEADER}'"]
+    sections = parse_sections(summary)
+    problems = []
+    for aliases in REQUIRED_SECTIONS.values():
+        bodies = [sections[a] for a in aliases if a in sections]
+        if not bodies:
+            problems.append(f"missing section '## {aliases[0].capitalize()}'")
+        elif not any(bodies):
+            problems.append(f"section '## {aliases[0].capitalize()}' is empty")
+    return problems
+
+
+# ---- extractive summarizer -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CommandRecord:
+    """One executed command and what it printed (the trajectory's tool results)."""
+
+    command: str
+    output: str
+    exit_code: int
+
+
+_READ_COMMANDS = {"cat", "head", "tail", "nl", "less", "more", "sed", "awk"}
+_SEARCH_COMMANDS = {"grep", "rg", "find", "ag", "git"}
+_PYTEST_TALLY = re.compile(r"=+ (.*\b(?:passed|failed|error|errors|no tests ran)\b.*?) =+")
+_FAILED_ID = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
+_DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
+_SOURCE_FILE = re.compile(r"^[\w./-]+\.(?:py|cfg|toml|ini|txt|json|md|yaml|yml)$")
+
+
+def _words(command: str) -> list[str]:
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
+
+
+def files_read(commands: Sequence[CommandRecord]) -> list[str]:
+    """Files shown by reading commands (cat, sed -n, head, ...), first-seen order."""
+    seen: dict[str, None] = {}
+    for record in commands:
+        for part in re.split(r"&&|\|\||;|\|", record.command):
+            words = _words(part)
+            if words and words[0] in _READ_COMMANDS:
+                for word in words[1:]:
+                    if _SOURCE_FILE.match(word):
+                        seen.setdefault(word.removeprefix("./"), None)
+    return list(seen)
+
+
+def last_test_run(commands: Sequence[CommandRecord]) -> str | None:
+    """The last pytest run: its command, tally line and failing ids."""
+    for record in reversed(commands):
+        if "pytest" not in record.command:
+            continue
+        tallies = _PYTEST_TALLY.findall(record.output)
+        tally = tallies[-1] if tallies else f"exit code {record.exit_code}"
+        failed = _FAILED_ID.findall(record.output)
+        text = f"`{record.command.strip()}` -> {tally}"
+        if failed:
+            text += "; failing: " + ", ".join(failed[:10])
+        return text
+    return None
+
+
+def extractive_summary(
+    task_statement: str, commands: Sequence[CommandRecord], diff: str, recent: int = 5
+) -> str:
+    """A working-state summary built only from what happened: the files read, the files the
+    real ``git diff`` shows changed, the last test run and the last commands. It is the
+    fallback when the policy fails to write a valid summary."""
+    changed = list(dict.fromkeys(_DIFF_FILE.findall(diff)))
+    tests = last_test_run(commands)
+    read = files_read(commands)
+    searches = [
+        r.command
+        for r in commands
+        if _words(r.command)[:1] and _words(r.command)[0] in _SEARCH_COMMANDS
+    ]
+    task_line = task_statement.strip().splitlines()[0] if task_statement.strip() else "(none)"
+    if not changed:
+        next_step = "locate the bug: reproduce it, read the code the failing path goes through"
+    elif tests and "failing:" in tests:
+        next_step = "fix the remaining failures, then re-run the tests"
+    elif tests:
+        next_step = "re-run the full test suite once more, then submit"
+    else:
+        next_step = "run the tests to verify the change"
+    lines = [
+        SUMMARY_HEADER,
+        "## Task",
+        task_line,
+        "## Known",
+        f"- files read: {', '.join(read) if read else 'none'}",
+        f"- searches run: {'; '.join(searches[-5:]) if searches else 'none'}",
+        "## Workspace",
+        f"- files changed (git diff): {', '.join(changed) if changed else 'no changes yet'}",
+        "## Tests",
+        f"- {tests or 'no test run yet'}",
+        "## Recent commands",
+        *[f"- `{r.command.strip()}` (exit {r.exit_code})" for r in commands[-recent:]],
+        "## Next",
+        f"- {next_step}",
+    ]
+    return "\n".join(lines)

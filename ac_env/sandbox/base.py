@@ -1,0 +1,48 @@
+"""The Sandbox protocol: where an episode's commands run and its workspace lives."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ac_env.tasks.model import Task
+
+TRUNCATION_MARKER = "\n[... output truncated: {omitted} bytes omitted ...]\n"
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """Outcome of one command. ``output`` is stdout and stderr interleaved, decoded with
+    replacement characters, and capped (the cap's marker says how much was dropped)."""
+
+    output: str
+    exit_code: int
+    timed_out: bool
+    truncated: bool
+    duration_s: float
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (not the command): an infrastructure error."""
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """A workspace holding one task's repo, and a way to run commands in it.
+
+    ``start`` materializes a fresh copy of the task's repo (a one-commit git repo);
+    ``exec`` runs one shell command with the repo as working directory; ``diff`` is the
+    workspace's change against the base commit (new files included), which is what gets graded.
+    """
+
+    def start(self, task: Task) -> None: ...
+
+    def exec(self, command: str, timeout_s: float, output_limit: int) -> ExecResult: ...
+
+    def read_file(self, path: str) -> bytes: ...
+
+    def write_file(self, path: str, data: bytes) -> None: ...
+
+    def diff(self) -> str: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,205 @@
+"""The append-only record of an episode, and its JSONL form.
+
+Events, in order: ``ModelCall`` (the exact messages the model saw, its output, the parsed action,
+token ids and log-probs when the policy gave them, who produced the executed output), then what
+it caused: a ``ToolResult`` or a ``CompactionEvent``; finally one ``EpisodeEnd``. The trainer
+cuts segments at ``CompactionEvent``s: it never guesses boundaries by comparing strings.
+
+On disk a trajectory is JSONL: a header line, then one line per event. A model call's prompt is
+stored as the number of leading messages shared with the previous call's prompt plus the new
+ones, so a long episode does not cost quadratic space; ``Trajectory.read`` restores it exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ac_env.cost import CallCost
+
+ChatMessage = dict[str, str]
+
+
+class ModelCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["model_call"] = "model_call"
+    step: int
+    segment: int
+    messages: list[ChatMessage] = Field(description="the exact prompt the model saw")
+    output: str = Field(description="the executed output, as written")
+    action: dict[str, Any] = Field(description="the parsed action or format error")
+    produced_by: Literal["policy", "judge", "fallback"] = "policy"
+    rejected_output: str | None = Field(
+        default=None, description="the policy's candidate a judge replaced"
+    )
+    correction: str | None = Field(default=None, description="the judge's correction type")
+    prompt_token_ids: list[int] | None = None
+    output_token_ids: list[int] | None = None
+    output_logprobs: list[float] | None = None
+    policy_version: int | None = None
+    forced_compaction_request: bool = False
+    context_tokens: int
+    cost: CallCost
+
+
+class ToolResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["tool_result"] = "tool_result"
+    step: int
+    command: str
+    output: str
+    exit_code: int
+    timed_out: bool
+    truncated: bool
+    duration_s: float
+
+
+class CompactionEvent(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["compaction"] = "compaction"
+    step: int
+    trigger: Literal["proactive", "forced"]
+    summarizer: Literal["policy", "fallback"]
+    summary: str
+    rewrite_from: int
+    segment_before: int
+    segment_after: int
+    tokens_before: int
+    tokens_after: int
+    kept_messages: int
+
+
+class EpisodeEnd(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["episode_end"] = "episode_end"
+    step: int
+    exit_reason: str
+    submitted: bool
+    reward: float | None
+    resolved: bool | None
+    infra_error: str | None
+    patch: str
+    tests: dict[str, str]
+    cost: CallCost
+
+
+Event = Annotated[
+    ModelCall | ToolResult | CompactionEvent | EpisodeEnd, Field(discriminator="kind")
+]
+
+
+class TrajectoryHeader(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["header"] = "header"
+    instance_id: str
+    split: str
+    config: dict[str, Any] = Field(default_factory=dict)
+    seed: int | None = None
+
+
+class _Line(BaseModel):
+    event: Event
+
+
+class TrajectoryFormatError(ValueError):
+    """A trajectory file line that does not parse; the message names the file and line."""
+
+
+class Trajectory:
+    """Append-only list of events under a header."""
+
+    def __init__(self, header: TrajectoryHeader) -> None:
+        self.header = header
+        self.events: list[ModelCall | ToolResult | CompactionEvent | EpisodeEnd] = []
+
+    def append(self, event: ModelCall | ToolResult | CompactionEvent | EpisodeEnd) -> None:
+        self.events.append(event)
+
+    def model_calls(self) -> list[ModelCall]:
+        return [e for e in self.events if isinstance(e, ModelCall)]
+
+    def compactions(self) -> list[CompactionEvent]:
+        return [e for e in self.events if isinstance(e, CompactionEvent)]
+
+    def tool_results(self) -> list[ToolResult]:
+        return [e for e in self.events if isinstance(e, ToolResult)]
+
+    @property
+    def end(self) -> EpisodeEnd | None:
+        last = self.events[-1] if self.events else None
+        return last if isinstance(last, EpisodeEnd) else None
+
+    # ---- JSONL -------------------------------------------------------------------------------
+
+    def to_jsonl(self) -> str:
+        lines = [self.header.model_dump_json()]
+        previous: list[ChatMessage] = []
+        for event in self.events:
+            record = event.model_dump(mode="json")
+            if isinstance(event, ModelCall):
+                shared = _shared_prefix(previous, event.messages)
+                record["messages"] = {"shared": shared, "new": event.messages[shared:]}
+                previous = event.messages
+            lines.append(json.dumps(record, ensure_ascii=False))
+        return "\n".join(lines) + "\n"
+
+    def write(self, path: str | Path) -> None:
+        """Write atomically: a reader never sees half a trajectory."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(self.to_jsonl(), encoding="utf-8")
+        tmp.replace(path)
+
+    @classmethod
+    def from_jsonl(cls, text: str, source: str = "<string>") -> Trajectory:
+        lines = text.splitlines()
+        if not lines:
+            raise TrajectoryFormatError(f"{source}: empty trajectory")
+        try:
+            trajectory = cls(TrajectoryHeader.model_validate_json(lines[0]))
+        except ValidationError as err:
+            raise TrajectoryFormatError(f"{source}:1: {_first_error(err)}") from err
+        previous: list[ChatMessage] = []
+        for number, line in enumerate(lines[1:], start=2):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                if record.get("kind") == "model_call":
+                    packed = record["messages"]
+                    record["messages"] = previous[: packed["shared"]] + packed["new"]
+                    previous = record["messages"]
+                event = _Line.model_validate({"event": record}).event
+            except (json.JSONDecodeError, KeyError, TypeError) as err:
+                raise TrajectoryFormatError(f"{source}:{number}: {err}") from err
+            except ValidationError as err:
+                raise TrajectoryFormatError(f"{source}:{number}: {_first_error(err)}") from err
+            trajectory.append(event)
+        return trajectory
+
+    @classmethod
+    def read(cls, path: str | Path) -> Trajectory:
+        return cls.from_jsonl(Path(path).read_text(encoding="utf-8"), source=str(path))
+
+
+def _shared_prefix(before: list[ChatMessage], now: list[ChatMessage]) -> int:
+    shared = 0
+    for a, b in zip(before, now, strict=False):
+        if a != b:
+            break
+        shared += 1
+    return shared
+
+
+def _first_error(err: ValidationError) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first["loc"] if p != "event")
+    return f"{where}: {first['msg']}" if where else first["msg"]
