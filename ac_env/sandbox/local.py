@@ -1,0 +1,517 @@
+"""LocalSandbox: a task's repo in a temporary directory, commands run under bubblewrap.
+
+Layout of one started sandbox (a fresh temporary directory, removed by ``close``)::
+
+    repo/      the workspace: a copy of the task's snapshot, .git included; commands see it
+               at ``task.workdir`` (``/testbed`` by default) and may change it
+    tmp/       the sandbox's /tmp and $HOME; kept across the commands of one episode
+    base.git/  the snapshot's objects and HEAD; only ``diff`` mounts it, so whatever commands
+               do to repo/.git, the diff is against the base commit
+    bin/       ``python`` and ``python3`` links to the interpreter tasks run with
+    etc/       the sandbox's /etc (``bwrap.prepare_etc``)
+
+Each ``exec`` starts a new bubblewrap sandbox (a few milliseconds; see
+``benchmarks/sandbox_roundtrip.py``) whose PID namespace dies with the command: nothing a
+command starts survives it. Limits are rlimits set inside, by bash's ``ulimit``: data
+segment (memory) and file size per process, and a process count. When the host process is root,
+commands run as ``nobody`` (65534), because the kernel never applies RLIMIT_NPROC to root.
+
+``isolation="none"`` runs the same commands as plain subprocesses (same limits, timeouts,
+output caps and process-group kill) for machines without bubblewrap. Nothing is hidden then:
+commands see the whole host file system and network, and a process that calls ``setsid``
+escapes the kill.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from types import TracebackType
+from typing import Literal
+
+from ac_env.sandbox.base import ExecResult, SandboxError
+from ac_env.sandbox.bwrap import SYSTEM_DIRS, Bind, bwrap_argv, prepare_etc
+from ac_env.sandbox.process import RunAs, run_bounded
+from ac_env.tasks.model import Task
+
+Isolation = Literal["bwrap", "none"]
+
+SANDBOX_DIR = "/opt/sandbox"
+"""Where the sandbox's own helpers (interpreter links, base objects) appear under bubblewrap."""
+NOBODY = RunAs(uid=65534, gid=65534)
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+MAX_COMMAND_BYTES = 128 * 1024
+"""Linux refuses a single argument longer than this (MAX_ARG_STRLEN)."""
+MAX_DIFF_BYTES = 64 * 1024 * 1024
+_GIT_TIMEOUT_S = 120.0
+_DIFF_FILE = "workspace.patch"
+_GIT_OUTPUT_LIMIT = 64 * 1024
+_RESERVED_WORKDIRS = ("/", "/proc", "/dev", "/tmp", "/etc", SANDBOX_DIR, *SYSTEM_DIRS)
+_STARTED = "started"
+_INSTALL_HINT = (
+    "bubblewrap (bwrap) is not installed; install it with `apt-get install -y bubblewrap`, "
+    'or pass isolation="none" to run commands without any isolation'
+)
+
+
+@dataclass(frozen=True)
+class _Workspace:
+    root: Path
+    repo: Path
+    base_commit: str
+    workdir: str
+    etc_binds: list[Bind]
+    remove: weakref.finalize
+
+
+class LocalSandbox:
+    """The ``Sandbox`` protocol on this machine (see the module docstring for the layout).
+
+    Args:
+        isolation: ``"bwrap"`` (default) or ``"none"`` to run commands as plain subprocesses.
+        memory_limit_mb: RLIMIT_DATA of every process (heap and private mappings).
+        max_processes: RLIMIT_NPROC: processes and threads one sandbox may hold at once.
+        max_file_size_mb: RLIMIT_FSIZE: the largest file a command may write.
+        python: the interpreter that ``python`` and ``python3`` run inside the sandbox.
+        root_dir: where workspaces are created (default: the system's temporary directory).
+            A tmpfs such as ``/dev/shm`` makes start and close several times faster (no disk
+            metadata), with workspaces in memory (bounded per file by ``max_file_size_mb``).
+
+    Raises ``SandboxError`` when bubblewrap is missing.
+    """
+
+    def __init__(
+        self,
+        isolation: Isolation = "bwrap",
+        memory_limit_mb: int = 2048,
+        max_processes: int = 256,
+        max_file_size_mb: int = 1024,
+        python: str = "/usr/bin/python3",
+        root_dir: str | None = None,
+    ) -> None:
+        if isolation not in ("bwrap", "none"):
+            raise ValueError(f'isolation must be "bwrap" or "none", got {isolation!r}')
+        for name, value in (
+            ("memory_limit_mb", memory_limit_mb),
+            ("max_processes", max_processes),
+            ("max_file_size_mb", max_file_size_mb),
+        ):
+            if value <= 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
+        self.isolation: Isolation = isolation
+        self._bwrap = _find_program("bwrap", _INSTALL_HINT) if isolation == "bwrap" else ""
+        self._python = _check_python(python, isolation)
+        self._memory_limit_mb = memory_limit_mb
+        self._max_processes = max_processes
+        self._max_file_size_mb = max_file_size_mb
+        if root_dir is not None and not os.path.isdir(root_dir):
+            raise ValueError(f"root_dir {root_dir!r} is not a directory")
+        self._root_dir = root_dir
+        self._run_as = NOBODY if os.geteuid() == 0 else None
+        self._workspace: _Workspace | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, task: Task) -> None:
+        """Copy ``task.snapshot_dir`` (a one-commit git repo) into a fresh workspace."""
+        if self._workspace is not None:
+            raise SandboxError("sandbox already started; call reset(task) or close() first")
+        snapshot = _check_snapshot(task)
+        base_commit = _single_commit(snapshot)
+        workdir = self._workdir_for(task) if self.isolation == "bwrap" else None
+        root = Path(tempfile.mkdtemp(prefix="autocompact-sandbox-", dir=self._root_dir))
+        repo = root / "repo"
+        try:
+            shutil.copytree(snapshot, repo, symlinks=True, ignore=_skip_git_hooks)
+            _make_base_git(snapshot / ".git", root / "base.git", base_commit)
+            (root / "tmp").mkdir()
+            etc_binds = prepare_etc(root / "etc") if self.isolation == "bwrap" else []
+            _write_python_links(root / "bin", self._python)
+            if self._run_as is not None:
+                _chown_tree(root, self._run_as)
+        except OSError as error:
+            _remove_tree(root)
+            raise SandboxError(f"could not copy snapshot_dir {snapshot}: {error}") from error
+        except BaseException:
+            _remove_tree(root)
+            raise
+        self._workspace = _Workspace(
+            root=root,
+            repo=repo,
+            base_commit=base_commit,
+            workdir=workdir or str(repo),
+            etc_binds=etc_binds,
+            remove=weakref.finalize(self, _remove_tree, root),
+        )
+
+    def reset(self, task: Task) -> None:
+        self.close()
+        self.start(task)
+
+    def close(self) -> None:
+        """Remove the workspace (also done when the sandbox is garbage collected or the
+        interpreter exits). Safe to call twice; no process outlives its command."""
+        if self._workspace is not None:
+            self._workspace.remove()
+            self._workspace = None
+
+    def __enter__(self) -> LocalSandbox:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def workdir(self) -> str:
+        """The repo's path as commands see it (their working directory)."""
+        return self._started().workdir
+
+    @property
+    def workspace(self) -> Path:
+        """The repo on the host (for inspection; commands see it at ``workdir``)."""
+        return self._started().repo
+
+    @staticmethod
+    def check_available(isolation: Isolation = "bwrap") -> None:
+        """Raise ``SandboxError`` (saying how to fix it) if ``isolation`` cannot run here."""
+        if isolation == "bwrap":
+            _find_program("bwrap", _INSTALL_HINT)
+
+    # -- commands ----------------------------------------------------------------------------
+
+    def exec(self, command: str, timeout_s: float, output_limit: int) -> ExecResult:
+        """Run ``bash -c command`` in the repo; see ``ExecResult``.
+
+        A command no shell could receive (a NUL character, or longer than Linux allows for one
+        argument) is not run: the result says why, with exit code 126, as a shell would.
+        """
+        workspace = self._started()
+        rejection = _command_rejection(command)
+        if rejection is not None:
+            return ExecResult(
+                output=f"sandbox: {rejection}\n",
+                exit_code=126,
+                timed_out=False,
+                truncated=False,
+                duration_s=0.0,
+            )
+        return self._run(workspace, command, timeout_s, output_limit)
+
+    def diff(self) -> str:
+        """The workspace's change against the base commit, untracked files included (those
+        ``.gitignore`` ignores excepted), as a binary-safe patch that ``git apply`` accepts at
+        the base commit. Non-UTF-8 bytes survive as surrogate escapes: encode the patch with
+        ``.encode("utf-8", "surrogateescape")`` to get its exact bytes back.
+
+        git runs inside the sandbox (never on the host: the workspace is the agent's) against
+        base.git, with no configuration from the workspace or the agent's $HOME."""
+        workspace = self._started()
+        if self.isolation == "bwrap":
+            base_git = f"{SANDBOX_DIR}/base.git"
+            binds = [Bind(str(workspace.root / "base.git"), base_git, writable=True)]
+        else:
+            base_git, binds = str(workspace.root / "base.git"), []
+        git_env = {
+            "GIT_DIR": base_git,
+            "GIT_WORK_TREE": workspace.workdir,
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+            "HOME": base_git,
+            "XDG_CONFIG_HOME": base_git,
+        }
+        base = workspace.base_commit
+        script = (
+            f"git read-tree {base} && git add -A && git diff --cached --binary --full-index"
+            f" --no-color --no-ext-diff --no-textconv --no-renames"
+            f" --output={base_git}/{_DIFF_FILE} {base}"
+        )
+        result = self._run(
+            workspace,
+            script,
+            _GIT_TIMEOUT_S,
+            _GIT_OUTPUT_LIMIT,
+            extra_binds=binds,
+            extra_env=git_env,
+        )
+        if result.exit_code != 0:
+            raise SandboxError(f"git diff of the workspace failed: {result.output.strip()}")
+        patch = workspace.root / "base.git" / _DIFF_FILE
+        size = patch.stat().st_size
+        if size > MAX_DIFF_BYTES:
+            raise SandboxError(f"workspace diff is {size} bytes, over {MAX_DIFF_BYTES}")
+        return patch.read_bytes().decode("utf-8", errors="surrogateescape")
+
+    def _run(
+        self,
+        workspace: _Workspace,
+        command: str,
+        timeout_s: float,
+        output_limit: int,
+        *,
+        extra_binds: Sequence[Bind] = (),
+        extra_env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
+        started_read, started_write = os.pipe()
+        try:
+            launcher = self._launcher(started_write, command)
+            if self.isolation == "none":
+                argv, cwd = launcher, str(workspace.repo)
+                env = self._env(str(workspace.root / "tmp"), str(workspace.root / "bin"))
+            else:
+                binds = [*self._binds(workspace), *extra_binds]
+                argv = [*bwrap_argv(self._bwrap, binds, workspace.workdir), *launcher]
+                cwd = str(workspace.root)
+                env = self._env("/tmp", f"{SANDBOX_DIR}/bin")
+            result = run_bounded(
+                argv,
+                env={**env, **(extra_env or {})},
+                cwd=cwd,
+                timeout_s=timeout_s,
+                output_limit=output_limit,
+                run_as=self._run_as,
+                pass_fds=(started_write,),
+            )
+            os.close(started_write)
+            started_write = -1
+            started = _read_available(started_read) == _STARTED.encode()
+        finally:
+            os.close(started_read)
+            if started_write >= 0:
+                os.close(started_write)
+        if not started and not result.timed_out:
+            raise SandboxError(f"the sandbox could not start the command: {result.output.strip()}")
+        return result
+
+    def _launcher(self, started_fd: int, command: str) -> list[str]:
+        """bash that sets the limits, reports on ``started_fd`` that the sandbox is up, closes
+        that fd and hands over to ``bash -c command``. The command never sees the fd, so no
+        report means the sandbox itself failed (bubblewrap's setup, a limit), whatever it
+        printed. (Running the command by ``eval`` in this shell would save an exec, about
+        2 ms, but shows the launcher in syntax errors and $BASH_EXECUTION_STRING.)"""
+        data_kib, file_kib = self._memory_limit_mb * 1024, self._max_file_size_mb * 1024
+        script = (
+            f"ulimit -HSu {self._max_processes} -HSd {data_kib} -HSf {file_kib}"
+            f" && printf {_STARTED} >&{started_fd} && exec {started_fd}>&-"
+            ' && exec -a bash /bin/bash -c "$1"'
+        )
+        return ["/bin/bash", "-c", script, "sandbox-launcher", command]
+
+    def _binds(self, workspace: _Workspace) -> list[Bind]:
+        root = workspace.root
+        return [
+            *workspace.etc_binds,
+            Bind(str(root / "bin"), f"{SANDBOX_DIR}/bin"),
+            Bind(str(root / "tmp"), "/tmp", writable=True),
+            Bind(str(workspace.repo), workspace.workdir, writable=True),
+        ]
+
+    def _env(self, tmp: str, python_bin: str) -> dict[str, str]:
+        identity = {"NAME": "AutoCompact Agent", "EMAIL": "agent@autocompact.invalid"}
+        return {
+            "PATH": f"{python_bin}:{SYSTEM_PATH}",
+            "HOME": tmp,
+            "TMPDIR": tmp,
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+            "PAGER": "cat",
+            "GIT_PAGER": "cat",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONUNBUFFERED": "1",
+            **{
+                f"GIT_{role}_{key}": value
+                for role in ("AUTHOR", "COMMITTER")
+                for key, value in identity.items()
+            },
+        }
+
+    # -- files -------------------------------------------------------------------------------
+
+    def read_file(self, path: str) -> bytes:
+        """Bytes of a file in the repo (``path`` relative to it, or absolute under ``workdir``)."""
+        return self._host_path(path).read_bytes()
+
+    def write_file(self, path: str, data: bytes) -> None:
+        """Write a file in the repo, creating its directories; commands may change it later."""
+        workspace = self._started()
+        target = self._host_path(path)
+        missing = [p for p in (target, *target.parents) if not p.exists()]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        if self._run_as is not None:
+            for created in missing:
+                if created == workspace.repo or workspace.repo in created.parents:
+                    os.lchown(created, self._run_as.uid, self._run_as.gid)
+
+    def _host_path(self, path: str) -> Path:
+        workspace = self._started()
+        relative = PurePosixPath(path)
+        if relative.is_absolute():
+            if not relative.is_relative_to(workspace.workdir):
+                raise ValueError(f"path {path!r} is outside the workspace {workspace.workdir}")
+            relative = relative.relative_to(workspace.workdir)
+        resolved = (workspace.repo / relative).resolve()
+        if resolved != workspace.repo and workspace.repo not in resolved.parents:
+            raise ValueError(f"path {path!r} leads outside the workspace")
+        return resolved
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _started(self) -> _Workspace:
+        if self._workspace is None:
+            raise SandboxError("sandbox not started; call start(task) first")
+        return self._workspace
+
+    def _workdir_for(self, task: Task) -> str:
+        workdir = PurePosixPath(task.workdir)
+        reserved = [
+            r
+            for r in _RESERVED_WORKDIRS
+            if workdir == PurePosixPath(r) or (r != "/" and workdir.is_relative_to(r))
+        ]
+        if not workdir.is_absolute() or reserved:
+            raise SandboxError(
+                f"task {task.instance_id}: workdir {task.workdir!r} must be an absolute path "
+                f"outside {', '.join(_RESERVED_WORKDIRS)}"
+            )
+        return str(workdir)
+
+
+def _find_program(name: str, hint: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise SandboxError(hint)
+    return path
+
+
+def _check_python(python: str, isolation: Isolation) -> str:
+    if not os.access(python, os.X_OK):
+        raise SandboxError(f"python interpreter {python!r} does not exist or is not executable")
+    resolved = os.path.realpath(python)
+    visible = any(resolved.startswith(f"{d}/") for d in SYSTEM_DIRS)
+    if isolation == "bwrap" and not visible:
+        raise SandboxError(
+            f"python interpreter {python!r} ({resolved}) is not under {', '.join(SYSTEM_DIRS)}, "
+            "the only system directories a bubblewrap sandbox sees"
+        )
+    return python
+
+
+def _check_snapshot(task: Task) -> Path:
+    if task.snapshot_dir is None:
+        raise SandboxError(
+            f"task {task.instance_id} has no snapshot_dir; the local sandbox needs one "
+            "(tasks that live in a Docker image need the docker sandbox)"
+        )
+    snapshot = Path(task.snapshot_dir)
+    if not (snapshot / ".git").is_dir():
+        raise SandboxError(
+            f"task {task.instance_id}: snapshot_dir {snapshot} is missing or not a git repository"
+        )
+    return snapshot
+
+
+def _single_commit(snapshot: Path) -> str:
+    """The snapshot's only commit (snapshots hide history, so a fix cannot be looked up)."""
+    git = ["git", "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-C", str(snapshot)]
+    env = {
+        "PATH": os.environ.get("PATH", SYSTEM_PATH),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+    }
+    try:
+        result = subprocess.run(
+            [*git, "rev-list", "--max-count=2", "HEAD"],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+    except OSError as error:
+        raise SandboxError(f"cannot run git on the host: {error}") from error
+    commits = result.stdout.split()
+    if result.returncode != 0 or len(commits) != 1:
+        found = result.stderr.strip() or f"{len(commits)}+ commits"
+        raise SandboxError(
+            f"snapshot_dir {snapshot} must be a git repository with exactly one commit ({found})"
+        )
+    return commits[0]
+
+
+def _skip_git_hooks(directory: str, names: list[str]) -> set[str]:
+    return {"hooks"} if os.path.basename(directory) == ".git" else set()
+
+
+def _make_base_git(snapshot_git: Path, base_git: Path, base_commit: str) -> None:
+    """A bare minimum git directory holding the snapshot's objects and nothing a command can
+    touch: HEAD at the base commit, no config, the snapshot's info/exclude."""
+    shutil.copytree(snapshot_git / "objects", base_git / "objects", symlinks=True)
+    (base_git / "refs").mkdir()
+    (base_git / "HEAD").write_text(f"{base_commit}\n")
+    exclude = snapshot_git / "info" / "exclude"
+    if exclude.is_file():
+        (base_git / "info").mkdir()
+        shutil.copyfile(exclude, base_git / "info" / "exclude")
+
+
+def _write_python_links(bin_dir: Path, python: str) -> None:
+    bin_dir.mkdir()
+    for name in ("python", "python3"):
+        (bin_dir / name).symlink_to(python)
+
+
+def _chown_tree(root: Path, owner: RunAs) -> None:
+    os.lchown(root, owner.uid, owner.gid)
+    for directory, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(directory, name), owner.uid, owner.gid)
+
+
+def _remove_tree(root: Path) -> None:
+    """Remove ``root`` even where a command took away its own permissions."""
+
+    def make_writable_and_retry(
+        function: Callable[[str], object], path: str, _excinfo: object
+    ) -> None:
+        parent = os.path.dirname(path)
+        os.chmod(parent, os.stat(parent).st_mode | stat.S_IRWXU)
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.chmod(path, os.stat(path).st_mode | stat.S_IRWXU)
+        function(path)
+
+    shutil.rmtree(root, onerror=make_writable_and_retry)
+
+
+def _command_rejection(command: str) -> str | None:
+    if "\0" in command:
+        return "the command contains a NUL character, which no shell command can hold"
+    size = len(command.encode("utf-8", errors="surrogateescape"))
+    if size >= MAX_COMMAND_BYTES:
+        return f"the command is {size} bytes; a single command may hold {MAX_COMMAND_BYTES}"
+    return None
+
+
+def _read_available(fd: int) -> bytes:
+    """What a pipe holds once every writer has closed it."""
+    chunks = []
+    os.set_blocking(fd, False)
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks)

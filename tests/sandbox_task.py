@@ -1,0 +1,85 @@
+"""A tiny task for the sandbox and grading tests: a one-commit repo with a bug in ``add``,
+a failing and a passing test, a gold patch, and (optionally) a hidden test in test_patch."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from ac_env.tasks.model import Task
+
+BUGGY = '''"""Arithmetic helpers."""
+
+
+def add(a, b):
+    return a - b
+
+
+def mul(a, b):
+    return a * b
+'''
+TESTS = """from calc.ops import add, mul
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_mul():
+    assert mul(2, 3) == 6
+"""
+HIDDEN_TEST = """from calc.ops import add
+
+
+def test_add_negative():
+    assert add(-2, -3) == -5
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+def diff_after(repo: Path, files: dict[str, str]) -> str:
+    """The patch that writes ``files`` into ``repo`` (left untouched afterwards)."""
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    git(repo, "add", "-A")
+    patch = git(repo, "diff", "--cached", "--binary")
+    git(repo, "reset", "-q", "--hard")
+    return patch
+
+
+def make_task(root: Path, *, hidden_test: bool = False) -> Task:
+    repo = root / "calc-repo"
+    (repo / "calc").mkdir(parents=True)
+    (repo / "tests").mkdir()
+    (repo / "calc" / "__init__.py").write_text("")
+    (repo / "calc" / "ops.py").write_text(BUGGY)
+    (repo / "tests" / "test_ops.py").write_text(TESTS)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    gold = diff_after(repo, {"calc/ops.py": BUGGY.replace("a - b", "a + b")})
+    test_patch = diff_after(repo, {"tests/test_hidden.py": HIDDEN_TEST}) if hidden_test else ""
+    fail_to_pass = ["tests/test_ops.py::test_add"]
+    if hidden_test:
+        fail_to_pass.append("tests/test_hidden.py::test_add_negative")
+    return Task(
+        instance_id="calc-add",
+        repo="local/calc",
+        problem_statement="add(2, 3) returns -1",
+        patch=gold,
+        test_patch=test_patch,
+        FAIL_TO_PASS=fail_to_pass,
+        PASS_TO_PASS=["tests/test_ops.py::test_mul"],
+        snapshot_dir=repo,
+        test_files=["tests/test_ops.py", *(["tests/test_hidden.py"] if hidden_test else [])],
+    )
