@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -66,6 +66,7 @@ class FormatError(BaseModel):
 ParseResult = Bash | Compact | Submit | FormatError
 
 
+@runtime_checkable
 class ActionParser(Protocol):
     """Turns one raw policy response into an action or a format error. Never raises."""
 

@@ -79,7 +79,11 @@ class CommandRecord:
 
 _READ_COMMANDS = {"cat", "head", "tail", "nl", "less", "more", "sed", "awk"}
 _SEARCH_COMMANDS = {"grep", "rg", "find", "ag", "git"}
-_PYTEST_TALLY = re.compile(r"=+ (.*\b(?:passed|failed|error|errors|no tests ran)\b.*?) =+")
+_PYTEST_TALLY = re.compile(
+    r"^=*\s*((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected)(?:, )?)+"
+    r"(?: in [\d.]+s)?|no tests ran.*?)\s*=*$",
+    re.MULTILINE,
+)
 _FAILED_ID = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
 _SOURCE_FILE = re.compile(r"^[\w./-]+\.(?:py|cfg|toml|ini|txt|json|md|yaml|yml)$")

@@ -15,7 +15,9 @@ def test_short_and_template_section_names_validate():
     assert summary_problems(GOOD) == []
     filled = SUMMARY_TEMPLATE.replace("<", "").replace(">", "")
     assert summary_problems(filled) == []
-    aliased = "# Auto Context Summary\n## Confirmed findings\nx\n## Workspace state\ny\n## Next step\nz"
+    aliased = (
+        "# Auto Context Summary\n## Confirmed findings\nx\n## Workspace state\ny\n## Next step\nz"
+    )
     assert summary_problems(aliased) == []
 
 

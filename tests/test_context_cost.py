@@ -1,7 +1,7 @@
 import pytest
 
 from ac_env.context import Context
-from ac_env.cost import CostMeter, Pricing, PriceTier, make_pricing
+from ac_env.cost import CostMeter, PriceTier, Pricing, make_pricing
 from ac_env.tokens import ApproxTokenCounter
 
 
@@ -40,7 +40,10 @@ def test_rewrite_replaces_history_after_task():
     before = ctx.tokens
     done = ctx.rewrite("# Auto Context Summary\n## Known\nx", keep_recent=0)
     assert [m.kind for m in ctx.messages] == ["system", "task", "summary"]
-    assert ctx.observation()[2] == {"role": "user", "content": "# Auto Context Summary\n## Known\nx"}
+    assert ctx.observation()[2] == {
+        "role": "user",
+        "content": "# Auto Context Summary\n## Known\nx",
+    }
     assert done.rewrite_from == 2 and done.segment == 1 and ctx.segment == 1
     assert done.tokens_before == before and done.tokens_after == ctx.tokens < before
 

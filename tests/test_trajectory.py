@@ -19,26 +19,82 @@ def build():
     act = {"role": "assistant", "content": "```bash\nls\n```"}
     obs = {"role": "user", "content": "[exit code 0]\na.py"}
     cost = CallCost(input_uncached=10, output=3, usd=0.001)
-    t.append(ModelCall(step=0, segment=0, messages=[sys_msg, task], output=act["content"],
-                       action={"kind": "bash", "command": "ls"}, context_tokens=10, cost=cost,
-                       output_token_ids=[1, 2], output_logprobs=[-0.1, -0.2]))
-    t.append(ToolResult(step=0, command="ls", output="a.py", exit_code=0, timed_out=False,
-                        truncated=False, duration_s=0.01))
-    t.append(ModelCall(step=1, segment=0, messages=[sys_msg, task, act, obs],
-                       output="# Auto Context Summary", action={"kind": "compact"},
-                       context_tokens=20, cost=cost, produced_by="judge",
-                       rejected_output="```bash\nls\n```", correction="trigger"))
-    t.append(CompactionEvent(step=1, trigger="proactive", summarizer="policy",
-                             summary="# Auto Context Summary", rewrite_from=2, segment_before=0,
-                             segment_after=1, tokens_before=20, tokens_after=12,
-                             kept_messages=0))
-    t.append(ModelCall(step=2, segment=1,
-                       messages=[sys_msg, task, {"role": "user", "content": "# Auto"}],
-                       output="```bash\nsubmit\n```", action={"kind": "submit"},
-                       context_tokens=12, cost=cost))
-    t.append(EpisodeEnd(step=3, exit_reason="submitted", submitted=True, reward=1.0,
-                        resolved=True, infra_error=None, patch="diff", tests={"a": "PASSED"},
-                        cost=cost))
+    t.append(
+        ModelCall(
+            step=0,
+            segment=0,
+            messages=[sys_msg, task],
+            output=act["content"],
+            action={"kind": "bash", "command": "ls"},
+            context_tokens=10,
+            cost=cost,
+            output_token_ids=[1, 2],
+            output_logprobs=[-0.1, -0.2],
+        )
+    )
+    t.append(
+        ToolResult(
+            step=0,
+            command="ls",
+            output="a.py",
+            exit_code=0,
+            timed_out=False,
+            truncated=False,
+            duration_s=0.01,
+        )
+    )
+    t.append(
+        ModelCall(
+            step=1,
+            segment=0,
+            messages=[sys_msg, task, act, obs],
+            output="# Auto Context Summary",
+            action={"kind": "compact"},
+            context_tokens=20,
+            cost=cost,
+            produced_by="judge",
+            rejected_output="```bash\nls\n```",
+            correction="trigger",
+        )
+    )
+    t.append(
+        CompactionEvent(
+            step=1,
+            trigger="proactive",
+            summarizer="policy",
+            summary="# Auto Context Summary",
+            rewrite_from=2,
+            segment_before=0,
+            segment_after=1,
+            tokens_before=20,
+            tokens_after=12,
+            kept_messages=0,
+        )
+    )
+    t.append(
+        ModelCall(
+            step=2,
+            segment=1,
+            messages=[sys_msg, task, {"role": "user", "content": "# Auto"}],
+            output="```bash\nsubmit\n```",
+            action={"kind": "submit"},
+            context_tokens=12,
+            cost=cost,
+        )
+    )
+    t.append(
+        EpisodeEnd(
+            step=3,
+            exit_reason="submitted",
+            submitted=True,
+            reward=1.0,
+            resolved=True,
+            infra_error=None,
+            patch="diff",
+            tests={"a": "PASSED"},
+            cost=cost,
+        )
+    )
     return t
 
 

@@ -1,0 +1,383 @@
+"""``AutoCompact-SWE-v0``: a coding agent fixes a bug by shell commands and may compact its
+own context.
+
+One step is one model turn. The action is the model's text (or an ``Action``, or a
+``PolicyOutput`` carrying token ids and log-probs); the observation is the chat context the
+next turn sees. ``info`` keys are fixed and documented in DESIGN.md (see ``_info``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Literal
+
+import gymnasium as gym
+
+from ac_env.actions import Bash, Compact, FormatError, ParseResult, Submit, make_parser
+from ac_env.agents.protocol import PolicyOutput
+from ac_env.compaction import CommandRecord, extractive_summary, summary_problems
+from ac_env.config import EnvConfig, SandboxFactory, parse_config
+from ac_env.context import Context, Rewrite
+from ac_env.cost import CallCost, CostMeter, make_pricing
+from ac_env.grading import GradeResult, grade
+from ac_env.prompts import (
+    COMPACTION_REQUEST,
+    SYSTEM_PROMPT,
+    format_error_message,
+    task_message,
+    tool_message,
+)
+from ac_env.sandbox import make_sandbox_factory
+from ac_env.sandbox.base import Sandbox
+from ac_env.spaces import Messages, UnicodeText
+from ac_env.tasks import Task, load_tasks
+from ac_env.tokens import make_token_counter
+from ac_env.trajectory import (
+    CompactionEvent,
+    EpisodeEnd,
+    ModelCall,
+    ToolResult,
+    Trajectory,
+    TrajectoryHeader,
+)
+
+Observation = tuple[dict[str, str], ...]
+
+
+class AutoCompactSWEEnv(gym.Env[Observation, Any]):
+    """See the module docstring; every keyword is a field of ``EnvConfig``."""
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(self, render_mode: str | None = None, **config: Any) -> None:
+        self.config: EnvConfig = parse_config(config)
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode: {render_mode!r} is not one of [None, 'ansi']")
+        self.render_mode = render_mode
+        self.tasks: list[Task] = load_tasks(
+            self.config.task_source, self.config.split, self.config.task_ids
+        )
+        if not self.tasks:
+            raise ValueError(f"no tasks in source {self.config.task_source!r}")
+        self._make_sandbox: SandboxFactory = make_sandbox_factory(self.config.sandbox)
+        self._counter = make_token_counter(self.config.token_counter)
+        self._parser = make_parser(self.config.action_parser)
+        self._pricing = make_pricing(self.config.pricing)
+        self.observation_space = Messages()
+        self.action_space = UnicodeText()
+        self.sandbox: Sandbox | None = None
+        self.task: Task = self.tasks[0]
+        self.trajectory: Trajectory | None = None
+        self._done = True
+
+    # ---- episode lifecycle ---------------------------------------------------------------
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        """Start an episode. ``options={"task_id": ...}`` picks a task; otherwise the task is
+        drawn from the env's seeded generator, so ``reset(seed=s)`` always picks the same one."""
+        super().reset(seed=seed)
+        started = time.perf_counter()
+        self.task = self._pick_task(options or {})
+        self._close_sandbox()
+        sandbox = self._make_sandbox()
+        sandbox.start(self.task)
+        self.sandbox = sandbox
+        sandbox_s = time.perf_counter() - started
+        system = self.config.system_prompt or SYSTEM_PROMPT
+        self.context = Context(self._counter, system, task_message(self.task.problem_statement))
+        self.meter = CostMeter(self._pricing)
+        self.trajectory = Trajectory(
+            TrajectoryHeader(
+                instance_id=self.task.instance_id,
+                split=self.task.split,
+                config=self.config.describe(),
+                seed=seed,
+            )
+        )
+        self._steps = 0
+        self._commands: list[CommandRecord] = []
+        self._compaction_pending = False
+        self._episode_started = time.monotonic()
+        self._done = False
+        self._last_render = ""
+        info = self._info(CallCost(), None, None, sandbox_s, 0.0, started)
+        info["instance_id"] = self.task.instance_id
+        return self.context.observation(), info
+
+    def step(self, action: Any) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        if self._done or self.trajectory is None:
+            raise RuntimeError("the episode has ended (or never started): call reset()")
+        started = time.perf_counter()
+        sandbox_s = 0.0
+        output, generation = _unpack(action)
+        parsed = _validated(
+            self._parser.parse(action.text if isinstance(action, PolicyOutput) else action)
+        )
+        forced = self._compaction_pending
+        prompt = self.context.prompt_fingerprint()
+        output_tokens = self._counter.count(output) + self._counter.message_overhead("assistant")
+        step_cost = self.meter.charge(prompt, output_tokens)
+        self.trajectory.append(
+            ModelCall.model_construct(
+                step=self._steps,
+                segment=self.context.segment,
+                messages=list(self.context.observation()),
+                output=output,
+                action=parsed.model_dump(),
+                forced_compaction_request=forced,
+                context_tokens=self.context.tokens,
+                cost=step_cost,
+                **generation,
+            )
+        )
+        self._steps += 1
+        rewrite: dict[str, Any] | None = None
+        exit_reason: str | None = None
+        if self._over_budget():
+            exit_reason = "budget"  # the call is paid for, but its action is not executed
+        elif forced:
+            rewrite = self._forced_compaction(parsed)
+        elif isinstance(parsed, Compact):
+            rewrite = self._rewrite(parsed.summary, "proactive", "policy")
+        elif isinstance(parsed, Submit):
+            self.context.append("assistant", output, "action")
+            exit_reason = "submitted"
+        elif isinstance(parsed, Bash):
+            sandbox_s = self._run_command(output, parsed)
+        else:
+            self._format_error(output, parsed.message)
+        exit_reason = exit_reason or self._truncation_reason()
+        if exit_reason is None and self._needs_compaction():
+            self.context.append("user", COMPACTION_REQUEST, "compaction_request")
+            self._compaction_pending = True
+        self._last_render = _render_step(output, self.context)
+        if exit_reason is None:
+            info = self._info(step_cost, rewrite, None, sandbox_s, 0.0, started)
+            return self.context.observation(), 0.0, False, False, info
+        reward, info = self._end(exit_reason, step_cost, rewrite, sandbox_s, started)
+        terminated = exit_reason == "submitted"
+        return self.context.observation(), reward, terminated, not terminated, info
+
+    def abort(self, exit_reason: str) -> tuple[float, dict[str, Any]]:
+        """End the episode from outside (the policy failed, a driver's own step cap): the
+        workspace is graded and the end recorded like any other exit reason. Returns the
+        reward and the final info."""
+        if self._done:
+            raise RuntimeError("the episode has ended (or never started): call reset()")
+        return self._end(exit_reason, CallCost(), None, 0.0, time.perf_counter())
+
+    def render(self) -> str | None:
+        return self._last_render if self.render_mode == "ansi" else None
+
+    def close(self) -> None:
+        self._close_sandbox()
+        super().close()
+
+    # ---- actions -------------------------------------------------------------------------
+
+    def _run_command(self, output: str, action: Bash) -> float:
+        assert self.sandbox is not None and self.trajectory is not None
+        self.context.append("assistant", output, "action")
+        result = self.sandbox.exec(
+            action.command, self.config.command_timeout, self.config.output_limit
+        )
+        self.trajectory.append(
+            ToolResult(
+                step=self._steps - 1,
+                command=action.command,
+                output=result.output,
+                exit_code=result.exit_code,
+                timed_out=result.timed_out,
+                truncated=result.truncated,
+                duration_s=result.duration_s,
+            )
+        )
+        self._commands.append(CommandRecord(action.command, result.output, result.exit_code))
+        self.context.append(
+            "user", tool_message(result, self.config.command_timeout), "observation"
+        )
+        return result.duration_s
+
+    def _format_error(self, output: str, problem: str) -> None:
+        self.context.append("assistant", output, "action")
+        self.context.append("user", format_error_message(problem), "format_error")
+
+    def _forced_compaction(self, parsed: ParseResult) -> dict[str, Any]:
+        self._compaction_pending = False
+        if isinstance(parsed, Compact):
+            return self._rewrite(parsed.summary, "forced", "policy")
+        assert self.sandbox is not None
+        summary = extractive_summary(
+            self.task.problem_statement, self._commands, self.sandbox.diff()
+        )
+        return self._rewrite(summary, "forced", "fallback")
+
+    def _rewrite(
+        self,
+        summary: str,
+        trigger: Literal["proactive", "forced"],
+        summarizer: Literal["policy", "fallback"],
+    ) -> dict[str, Any]:
+        assert self.trajectory is not None
+        segment_before = self.context.segment
+        done: Rewrite = self.context.rewrite(summary, self.config.keep_recent)
+        self.trajectory.append(
+            CompactionEvent(
+                step=self._steps - 1,
+                trigger=trigger,
+                summarizer=summarizer,
+                summary=summary,
+                rewrite_from=done.rewrite_from,
+                segment_before=segment_before,
+                segment_after=done.segment,
+                tokens_before=done.tokens_before,
+                tokens_after=done.tokens_after,
+                kept_messages=done.kept_messages,
+            )
+        )
+        return {
+            "kind": trigger,
+            "summarizer": summarizer,
+            "tokens_before": done.tokens_before,
+            "tokens_after": done.tokens_after,
+            "summary": summary,
+            "rewrite_from": done.rewrite_from,
+        }
+
+    # ---- limits and the end --------------------------------------------------------------
+
+    def _over_budget(self) -> bool:
+        budget = self.config.budget_usd
+        return budget is not None and self.meter.total.usd > budget
+
+    def _truncation_reason(self) -> str | None:
+        if self.context.tokens > self.config.context_window:
+            return "context_overflow"
+        if self._steps >= self.config.max_steps:
+            return "max_steps"
+        wall = self.config.wall_clock_s
+        if wall is not None and time.monotonic() - self._episode_started > wall:
+            return "wall_clock"
+        return None
+
+    def _needs_compaction(self) -> bool:
+        threshold = self.config.forced_compaction_threshold
+        return threshold is not None and self.context.tokens > threshold
+
+    def _end(
+        self,
+        exit_reason: str,
+        step_cost: CallCost,
+        rewrite: dict[str, Any] | None,
+        sandbox_s: float,
+        started: float,
+    ) -> tuple[float, dict[str, Any]]:
+        result, grading_s = self._finish(exit_reason)
+        info = self._info(step_cost, rewrite, exit_reason, sandbox_s, grading_s, started)
+        info["reward_detail"] = result.tests
+        info["infra_error"] = result.infra_error
+        info["submitted"] = exit_reason == "submitted"
+        return (math.nan if result.reward is None else result.reward), info
+
+    def _finish(self, exit_reason: str) -> tuple[GradeResult, float]:
+        assert self.sandbox is not None and self.trajectory is not None
+        started = time.perf_counter()
+        self._done = True
+        try:
+            patch = self.sandbox.diff()
+        except Exception as err:  # the workspace is gone: an infrastructure failure
+            patch = ""
+            result = GradeResult.infra(f"could not read the workspace diff: {err}")
+        else:
+            result = grade(self.task, patch, self._make_sandbox(), self.config.grading_timeout)
+        self.trajectory.append(
+            EpisodeEnd(
+                step=self._steps,
+                exit_reason=exit_reason,
+                submitted=exit_reason == "submitted",
+                reward=result.reward,
+                resolved=result.resolved,
+                infra_error=result.infra_error,
+                patch=patch,
+                tests=result.tests,
+                cost=self.meter.total,
+            )
+        )
+        return result, time.perf_counter() - started
+
+    # ---- helpers -------------------------------------------------------------------------
+
+    def _pick_task(self, options: dict[str, Any]) -> Task:
+        task_id = options.get("task_id")
+        if task_id is None:
+            return self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        for task in self.tasks:
+            if task.instance_id == task_id:
+                return task
+        raise ValueError(f"options.task_id: unknown task {task_id!r} in this env's task list")
+
+    def _info(
+        self,
+        step_cost: CallCost,
+        rewrite: dict[str, Any] | None,
+        exit_reason: str | None,
+        sandbox_s: float,
+        grading_s: float,
+        started: float,
+    ) -> dict[str, Any]:
+        info: dict[str, Any] = {
+            "step": self._steps,
+            "exit_reason": exit_reason,
+            "prefix_rewritten": rewrite is not None,
+            "rewrite_from": rewrite["rewrite_from"] if rewrite else None,
+            "segment": self.context.segment,
+            "context_tokens": self.context.tokens,
+            "compaction_requested": self._compaction_pending,
+            "cost": {"step": step_cost.model_dump(), "total": self.meter.total.model_dump()},
+        }
+        if rewrite is not None:
+            info["compaction"] = {k: v for k, v in rewrite.items() if k != "rewrite_from"}
+        total_s = time.perf_counter() - started
+        info["timings"] = {
+            "sandbox_s": sandbox_s,
+            "grading_s": grading_s,
+            "env_overhead_s": max(0.0, total_s - sandbox_s - grading_s),
+        }
+        return info
+
+    def _close_sandbox(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None
+
+
+def _validated(parsed: ParseResult) -> ParseResult:
+    """An invalid summary is a format error, not a rewrite."""
+    if isinstance(parsed, Compact):
+        problems = summary_problems(parsed.summary)
+        if problems:
+            return FormatError(message="Summary not applied: " + "; ".join(problems) + ".")
+    return parsed
+
+
+def _unpack(action: Any) -> tuple[str, dict[str, Any]]:
+    """The text to record for an action, and generation details a PolicyOutput carries."""
+    if isinstance(action, PolicyOutput):
+        details = action.model_dump(exclude={"text"})
+        return action.text, details
+    if isinstance(action, Bash | Compact | Submit):
+        return action.render(), {}
+    if isinstance(action, str):
+        return action, {}
+    return repr(action), {}
+
+
+def _render_step(output: str, context: Context) -> str:
+    last = context.messages[-1]
+    return f">>> assistant\n{output}\n>>> {last.role} ({last.kind})\n{last.content}\n"
+
+
+__all__ = ["AutoCompactSWEEnv", "FormatError"]
