@@ -27,7 +27,7 @@ class EnvConfig(BaseModel):
     task_ids: list[str] | None = Field(default=None, description="restrict to these tasks")
     sandbox: str | SandboxFactory = Field(
         default="local",
-        description="'local' (bubblewrap), 'unisolated' (no isolation: explicit opt-out), "
+        description="'local' (bubblewrap), 'docker', 'unisolated' (no isolation: opt-out), "
         "or a zero-argument factory returning a Sandbox",
     )
     token_counter: str | TokenCounter = Field(
@@ -46,6 +46,17 @@ class EnvConfig(BaseModel):
     wall_clock_s: float | None = Field(default=None, gt=0, description="seconds per episode")
     action_parser: str | ActionParser = Field(default="terminal", description="'terminal'|'json'")
     system_prompt: str | None = Field(default=None, description="replaces the default prompt")
+    mask_observations_keep: int | None = Field(
+        default=None,
+        ge=0,
+        description="keep the last N command outputs, replace older ones by a placeholder "
+        "(each replacement is a prefix rewrite); None: off",
+    )
+    skip_compaction: bool = Field(
+        default=False,
+        description="a proactive summary is recorded but not applied: the history is kept "
+        "(the summary-ignored ablation); forced compaction still applies",
+    )
     grading_timeout: float = Field(default=300.0, gt=0, description="seconds for the test run")
 
     @model_validator(mode="after")

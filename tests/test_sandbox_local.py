@@ -5,9 +5,7 @@ from __future__ import annotations
 import os
 import resource
 import shutil
-import socket
 import subprocess
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,17 +93,6 @@ def test_timeout_kills_a_command_that_ignores_sigterm(sandbox: LocalSandbox):
     assert processes_mentioning(f"sleep {marker}") == []
 
 
-def test_background_processes_do_not_outlive_the_command(bwrap_box: LocalSandbox):
-    marker = f"2000.{uuid.uuid4().int % 10**6}"
-    command = (
-        f"nohup sleep {marker} >/dev/null 2>&1 & setsid sleep {marker} & "
-        f"(trap '' TERM HUP; sleep {marker}) & echo spawned"
-    )
-    result = bwrap_box.exec(command, 10, 1000)
-    assert result.output == "spawned\n" and result.duration_s < 5
-    assert processes_mentioning(f"sleep {marker}") == []
-
-
 def test_background_process_holding_the_pipe_does_not_block_without_isolation(task: Task):
     marker = f"3000.{uuid.uuid4().int % 10**6}"
     with LocalSandbox(isolation="none") as box:
@@ -130,66 +117,6 @@ def test_output_is_capped_head_and_tail_with_bounded_host_memory(sandbox: LocalS
 def test_undecodable_bytes_become_replacement_characters(sandbox: LocalSandbox):
     result = sandbox.exec(r"printf 'a\xff\xfeb\n'", 10, 1000)
     assert result.output == "a\ufffd\ufffdb\n"
-
-
-def test_no_network_inside(bwrap_box: LocalSandbox):
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        port = server.getsockname()[1]
-        threading.Thread(target=server.accept, daemon=True).start()
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()  # reachable from host
-        probe = (
-            "import socket\n"
-            "for target in (('example.com', 80), ('127.0.0.1', PORT)):\n"
-            "    try:\n"
-            "        socket.create_connection(target, timeout=2)\n"
-            "        print('reached', target)\n"
-            "    except OSError as err:\n"
-            "        print('blocked', type(err).__name__)\n"
-        ).replace("PORT", str(port))
-        bwrap_box.write_file("probe.py", probe.encode())
-        result = bwrap_box.exec("python3 probe.py", 20, 1000)
-    assert result.output == "blocked gaierror\nblocked ConnectionRefusedError\n"
-
-
-def test_cannot_write_outside_the_workspace(bwrap_box: LocalSandbox):
-    marker = f"autocompact-escape-{uuid.uuid4().hex}"
-    home = Path.home()
-    result = bwrap_box.exec(
-        f"for p in /{marker} /usr/{marker} /etc/{marker} /dev/{marker} {home}/{marker}; do"
-        f"  touch $p 2>/dev/null && echo wrote $p; done;"
-        f" {{ echo x > /etc/passwd; }} 2>/dev/null && echo wrote passwd;"
-        f" touch /tmp/{marker} && echo own-tmp",
-        10,
-        10_000,
-    )
-    assert result.output == "own-tmp\n"
-    assert not Path(f"/tmp/{marker}").exists() and not (home / marker).exists()
-
-
-def test_cannot_see_host_secrets_home_or_project(bwrap_box: LocalSandbox, tmp_path: Path):
-    secret = tmp_path / f"secret-{uuid.uuid4().hex}"
-    secret.write_text("hunter2")
-    secret.chmod(0o644)
-    project = Path(__file__).resolve().parent.parent
-    result = bwrap_box.exec(
-        f"cat {secret} {Path.home()}/.bashrc 2>&1; ls {project} {Path.home()} 2>&1;"
-        f" ls /tmp; cat /etc/shadow 2>&1",
-        10,
-        10_000,
-    )
-    assert "hunter2" not in result.output
-    assert result.output.count("No such file or directory") == 5
-
-
-def test_fork_bomb_is_bounded(task: Task):
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap missing")
-    marker = f"bomb{uuid.uuid4().hex[:12]}"
-    with LocalSandbox(max_processes=32) as box:
-        box.start(task)
-        result = box.exec(f"{marker}() {{ {marker} | {marker} & }}; {marker}; sleep 2", 4, 4000)
-    assert "Resource temporarily unavailable" in result.output
-    assert processes_mentioning(marker) == []
 
 
 def test_memory_hog_is_bounded(sandbox: LocalSandbox, task: Task):

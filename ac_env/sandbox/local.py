@@ -38,6 +38,7 @@ from typing import Literal
 
 from ac_env.sandbox.base import ExecResult, SandboxError
 from ac_env.sandbox.bwrap import SYSTEM_DIRS, Bind, bwrap_argv, prepare_etc
+from ac_env.sandbox.commands import command_rejection
 from ac_env.sandbox.process import RunAs, run_bounded
 from ac_env.tasks.model import Task
 
@@ -47,8 +48,6 @@ SANDBOX_DIR = "/opt/sandbox"
 """Where the sandbox's own helpers (interpreter links, base objects) appear under bubblewrap."""
 NOBODY = RunAs(uid=65534, gid=65534)
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-MAX_COMMAND_BYTES = 128 * 1024
-"""Linux refuses a single argument longer than this (MAX_ARG_STRLEN)."""
 MAX_DIFF_BYTES = 64 * 1024 * 1024
 _GIT_TIMEOUT_S = 120.0
 _DIFF_FILE = "workspace.patch"
@@ -129,8 +128,9 @@ class LocalSandbox:
         root = Path(tempfile.mkdtemp(prefix="autocompact-sandbox-", dir=self._root_dir))
         repo = root / "repo"
         try:
-            shutil.copytree(snapshot, repo, symlinks=True, ignore=_skip_git_hooks)
-            _make_base_git(snapshot / ".git", root / "base.git", base_commit)
+            shutil.copytree(snapshot, repo, symlinks=True, ignore=_skip_git_history)
+            _make_base_git(snapshot, root / "base.git", base_commit)
+            _make_workspace_git(repo / ".git", root / "base.git", base_commit)
             (root / "tmp").mkdir()
             etc_binds = prepare_etc(root / "etc") if self.isolation == "bwrap" else []
             _write_python_links(root / "bin", self._python)
@@ -198,7 +198,7 @@ class LocalSandbox:
         argument) is not run: the result says why, with exit code 126, as a shell would.
         """
         workspace = self._started()
-        rejection = _command_rejection(command)
+        rejection = command_rejection(command)
         if rejection is not None:
             return ExecResult(
                 output=f"sandbox: {rejection}\n",
@@ -449,20 +449,66 @@ def _single_commit(snapshot: Path) -> str:
     return commits[0]
 
 
-def _skip_git_hooks(directory: str, names: list[str]) -> set[str]:
-    return {"hooks"} if os.path.basename(directory) == ".git" else set()
+_GIT_HISTORY = {"hooks", "objects", "refs", "logs", "packed-refs", "ORIG_HEAD", "FETCH_HEAD"}
+"""What of the snapshot's .git is not copied: hooks, and everything that could hold or point at
+objects besides the base commit's (a fix left in a dangling blob, a reflog, another branch)."""
 
 
-def _make_base_git(snapshot_git: Path, base_git: Path, base_commit: str) -> None:
-    """A bare minimum git directory holding the snapshot's objects and nothing a command can
-    touch: HEAD at the base commit, no config, the snapshot's info/exclude."""
-    shutil.copytree(snapshot_git / "objects", base_git / "objects", symlinks=True)
+def _skip_git_history(directory: str, names: list[str]) -> set[str]:
+    return _GIT_HISTORY & set(names) if os.path.basename(directory) == ".git" else set()
+
+
+def _make_base_git(snapshot: Path, base_git: Path, base_commit: str) -> None:
+    """A bare minimum git directory holding the base commit's objects (those reachable from it,
+    packed; nothing else of the snapshot's) and nothing a command can touch: HEAD at the base
+    commit, no config, the snapshot's info/exclude."""
+    pack_dir = base_git / "objects" / "pack"
+    pack_dir.mkdir(parents=True)
+    objects = _host_git(snapshot, "rev-list", "--objects", base_commit)
+    pack = _host_git(snapshot, "pack-objects", "--stdout", "-q", stdin=objects)
+    (pack_dir / "pack-base.pack").write_bytes(pack)
     (base_git / "refs").mkdir()
     (base_git / "HEAD").write_text(f"{base_commit}\n")
-    exclude = snapshot_git / "info" / "exclude"
+    _host_git(base_git, "index-pack", str(pack_dir / "pack-base.pack"))
+    exclude = snapshot / ".git" / "info" / "exclude"
     if exclude.is_file():
         (base_git / "info").mkdir()
         shutil.copyfile(exclude, base_git / "info" / "exclude")
+
+
+def _make_workspace_git(repo_git: Path, base_git: Path, base_commit: str) -> None:
+    """The workspace's history: the base commit's objects only, HEAD's branch at it."""
+    head = (repo_git / "HEAD").read_text().strip()
+    branch = head.removeprefix("ref: ") if head.startswith("ref: refs/heads/") else None
+    shutil.copytree(base_git / "objects", repo_git / "objects")
+    (repo_git / "refs" / "heads").mkdir(parents=True)
+    (repo_git / "refs" / "tags").mkdir()
+    if branch is None:
+        (repo_git / "HEAD").write_text(f"{base_commit}\n")
+    else:
+        ref = repo_git / branch
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        ref.write_text(f"{base_commit}\n")
+
+
+def _host_git(repo: Path, *args: str, stdin: bytes = b"") -> bytes:
+    """Run git on the host on the task's own data (never on a workspace)."""
+    env = {
+        "PATH": os.environ.get("PATH", SYSTEM_PATH),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_DIR": str(repo if repo.name.endswith(".git") else repo / ".git"),
+    }
+    result = subprocess.run(
+        ["git", "-c", "safe.directory=*", *args],
+        input=stdin,
+        capture_output=True,
+        env=env,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise SandboxError(f"git {args[0]} failed on {repo}: {result.stderr.decode().strip()}")
+    return result.stdout
 
 
 def _write_python_links(bin_dir: Path, python: str) -> None:
@@ -491,15 +537,6 @@ def _remove_tree(root: Path) -> None:
         function(path)
 
     shutil.rmtree(root, onerror=make_writable_and_retry)
-
-
-def _command_rejection(command: str) -> str | None:
-    if "\0" in command:
-        return "the command contains a NUL character, which no shell command can hold"
-    size = len(command.encode("utf-8", errors="surrogateescape"))
-    if size >= MAX_COMMAND_BYTES:
-        return f"the command is {size} bytes; a single command may hold {MAX_COMMAND_BYTES}"
-    return None
 
 
 def _read_available(fd: int) -> bytes:

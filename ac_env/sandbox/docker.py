@@ -1,0 +1,469 @@
+"""DockerSandbox: one container per episode, commands by ``docker exec``, through the docker SDK.
+
+A container runs the task's image (``task.image_name``) or, for a task given as a snapshot
+directory, the project's base image (Debian's python3, pytest and git; built by
+``scripts/docker_daemon.sh``) into which the snapshot is copied at start. Every container:
+
+- has no network (``network_mode="none"``), no capability (commands run as the container's
+  root, which can then neither mount, nor chown, nor override file permissions),
+  ``no-new-privileges``, and limits: memory (cgroup, no swap, and RLIMIT_DATA per process),
+  processes (cgroup PID limit), CPUs, file size (RLIMIT_FSIZE) and a size-capped tmpfs ``/tmp``;
+- runs a bash loop as PID 1 that reaps orphans and survives ``kill -KILL -1``; every command
+  ends with that kill, and a command past its deadline gets it from a second exec (or, if even
+  that cannot start, the container is restarted): nothing a command starts survives it;
+- holds its repo as a one-commit history (``docker_scripts.PREPARE``), and the base commit's
+  objects in a read-only directory the commands cannot change, against which ``diff`` runs;
+- carries this process's session labels (``docker_session``): a crashed run's containers are
+  removed at the next start, this process's at exit.
+
+Files and patches travel as tar archives (``put_archive``/``get_archive``), never on a command
+line. Output is read frame by frame into the capped capture: gigabytes of output never sit in
+memory. With ``warm=True``, ``close`` parks the container and the next ``start`` of the same
+task resets it with git (``docker_scripts.RESET``) instead of creating a new one; a container
+whose file system changed outside the workspace is never reused.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import weakref
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from types import TracebackType
+from typing import Any
+
+from ac_env.sandbox.base import ExecResult, SandboxError
+from ac_env.sandbox.commands import command_rejection
+from ac_env.sandbox.docker_archive import directory_tar, file_tar, reowned_tar, single_file
+from ac_env.sandbox.docker_exec import STDOUT, stream_exec
+from ac_env.sandbox.docker_scripts import (
+    BASE_GIT,
+    BASE_PARENT,
+    COMMAND,
+    DIFF,
+    INIT,
+    KILL_ALL,
+    PREPARE,
+    RESET,
+    RESOLVE,
+    STAGE,
+)
+from ac_env.sandbox.docker_session import (
+    ParkedContainer,
+    acquire_slot,
+    docker_client,
+    park,
+    release_slot,
+    remove_container,
+    session_labels,
+    take_parked,
+)
+from ac_env.sandbox.output import OutputCapture
+from ac_env.sandbox.process import KILLED_EXIT_CODE
+from ac_env.tasks.model import Task
+
+BASE_IMAGE = os.environ.get("AUTOCOMPACT_BASE_IMAGE", "autocompact/base:latest")
+NOBODY = 65534
+MAX_DIFF_BYTES = 64 * 1024 * 1024
+MAX_FILE_BYTES = 256 * 1024 * 1024
+_SETUP_TIMEOUT_S = 300.0
+_HELPER_TIMEOUT_S = 30.0
+_ERROR_LIMIT = 16 * 1024
+_RESERVED_WORKDIRS = ("/", "/proc", "/dev", "/sys", "/tmp", "/etc", "/opt/autocompact", "/usr")
+_IMAGE_HINT = (
+    "build the base image with `bash scripts/docker_daemon.sh start` "
+    "(nothing is pulled from a registry)"
+)
+
+
+@dataclass
+class _Container:
+    container: Any
+    key: str
+    workdir: str
+    base_commit: str
+    full_tree: str
+    baseline: frozenset[str]
+    """Paths changed against the image right after start (the workspace, the base objects)."""
+    finalizer: weakref.finalize
+
+
+class DockerSandbox:
+    """The ``Sandbox`` protocol in Docker containers (see the module docstring).
+
+    Args:
+        base_image: the image for tasks that name none (built-in tasks with a snapshot_dir).
+        memory_limit_mb: memory of the whole container (no swap), also each process's
+            RLIMIT_DATA.
+        max_processes: processes and threads the container may hold at once (PID cgroup).
+        max_file_size_mb: RLIMIT_FSIZE: the largest file a command may write.
+        cpus: CPUs the container may use.
+        tmp_size_mb: size of the container's tmpfs ``/tmp`` (counts against its memory).
+        warm: park the container at ``close`` and reset it with git for the next episode of
+            the same task.
+
+    Raises ``SandboxError`` (at ``start``) when no daemon answers or the image is missing.
+    """
+
+    def __init__(
+        self,
+        base_image: str = BASE_IMAGE,
+        memory_limit_mb: int = 2048,
+        max_processes: int = 256,
+        max_file_size_mb: int = 1024,
+        cpus: float = 2.0,
+        tmp_size_mb: int = 512,
+        warm: bool = False,
+    ) -> None:
+        for name, value in (
+            ("memory_limit_mb", memory_limit_mb),
+            ("max_processes", max_processes),
+            ("max_file_size_mb", max_file_size_mb),
+            ("cpus", cpus),
+            ("tmp_size_mb", tmp_size_mb),
+        ):
+            if value <= 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
+        self.base_image = base_image
+        self.warm = warm
+        self._memory_limit_mb = memory_limit_mb
+        self._max_processes = max_processes
+        self._max_file_size_mb = max_file_size_mb
+        self._cpus = cpus
+        self._tmp_size_mb = tmp_size_mb
+        self._state: _Container | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, task: Task) -> None:
+        """Start a container holding the task's repo at ``task.workdir`` (or reset a parked one)."""
+        if self._state is not None:
+            raise SandboxError("sandbox already started; call reset(task) or close() first")
+        workdir = _checked_workdir(task)
+        if task.image_name is None and task.snapshot_dir is None:
+            raise SandboxError(f"task {task.instance_id} has neither image_name nor snapshot_dir")
+        key = _pool_key(task, self.base_image)
+        client = docker_client()
+        if self.warm and (parked := take_parked(key)) is not None:
+            self._state = self._reuse(parked, key, workdir)
+            if self._state is not None:
+                return
+        acquire_slot()
+        try:
+            self._state = self._create(client, task, key, workdir)
+        except BaseException:
+            release_slot()
+            raise
+
+    def reset(self, task: Task) -> None:
+        self.close()
+        self.start(task)
+
+    def close(self) -> None:
+        """Remove the container, or with ``warm`` park it for the next episode of its task.
+        Safe to call twice; no process outlives it."""
+        state, self._state = self._state, None
+        if state is None:
+            return
+        if self.warm and self._kill_all(state):
+            state.finalizer.detach()
+            park(state.key, ParkedContainer(state.container, state))
+        else:
+            state.finalizer()
+
+    def __enter__(self) -> DockerSandbox:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def workdir(self) -> str:
+        return self._started().workdir
+
+    @property
+    def container_id(self) -> str:
+        return str(self._started().container.id)
+
+    # -- commands ----------------------------------------------------------------------------
+
+    def exec(self, command: str, timeout_s: float, output_limit: int) -> ExecResult:
+        """Run ``bash -c command`` in the repo; see ``ExecResult``. A command no shell could
+        receive is not run (exit code 126, the reason as output), as in ``LocalSandbox``."""
+        state = self._started()
+        rejection = command_rejection(command)
+        if rejection is not None:
+            return ExecResult(f"sandbox: {rejection}\n", 126, False, False, 0.0)
+        capture = OutputCapture(output_limit)
+        outcome = stream_exec(
+            state.container.client.api,
+            state.container.id,
+            ["bash", "-c", COMMAND, "bash", command],
+            env=_command_env(),
+            workdir=state.workdir,
+            timeout_s=timeout_s,
+            sink=lambda _stream, data: capture.add(data),
+        )
+        if outcome.timed_out:
+            self._kill_all(state, restart_if_needed=True)
+        return ExecResult(
+            output=capture.text(),
+            exit_code=KILLED_EXIT_CODE if outcome.exit_code is None else outcome.exit_code,
+            timed_out=outcome.timed_out,
+            truncated=capture.truncated,
+            duration_s=outcome.duration_s,
+        )
+
+    def diff(self) -> str:
+        """The workspace against the base commit, untracked files included (those
+        ``.gitignore`` ignores excepted), as ``LocalSandbox.diff`` gives it: a binary patch
+        that ``git apply`` accepts at the base, non-UTF-8 bytes as surrogate escapes."""
+        state = self._started()
+        patch = self._helper(state, DIFF, {"BASE": state.base_commit}, MAX_DIFF_BYTES, "git diff")
+        return patch.decode("utf-8", errors="surrogateescape")
+
+    # -- files -------------------------------------------------------------------------------
+
+    def read_file(self, path: str) -> bytes:
+        """Bytes of a file in the repo (``path`` relative to it, or absolute under ``workdir``)."""
+        state = self._started()
+        target = self._resolve(state, path)
+        stream, _stat = _docker_call(
+            f"reading {path}", state.container.client.api.get_archive, state.container.id, target
+        )
+        return single_file(stream, path, MAX_FILE_BYTES)
+
+    def write_file(self, path: str, data: bytes) -> None:
+        """Write a file in the repo, creating its directories."""
+        state = self._started()
+        target = PurePosixPath(self._resolve(state, path)).relative_to(state.workdir)
+        archive = file_tar(target, data)
+        _docker_call(f"writing {path}", state.container.put_archive, state.workdir, archive)
+
+    def _resolve(self, state: _Container, path: str) -> str:
+        """``path`` inside the container, symlinks resolved; ValueError if it leaves the repo."""
+        joined = posixpath.normpath(posixpath.join(state.workdir, path))
+        if not _is_within(joined, state.workdir) or joined == state.workdir:
+            raise ValueError(f"path {path!r} leads outside the workspace {state.workdir}")
+        resolved = self._helper(state, RESOLVE, {}, 64 * 1024, "realpath", args=[joined])
+        real = resolved.decode("utf-8", errors="surrogateescape").rstrip("\n")
+        if not _is_within(real, state.workdir) or real == state.workdir:
+            raise ValueError(f"path {path!r} leads outside the workspace {state.workdir}")
+        return real
+
+    # -- containers --------------------------------------------------------------------------
+
+    def _create(self, client: Any, task: Task, key: str, workdir: str) -> _Container:
+        import docker.errors
+        import docker.types
+
+        image = task.image_name or self.base_image
+        try:
+            client.images.get(image)
+        except docker.errors.ImageNotFound as error:
+            hint = _IMAGE_HINT if image == self.base_image else "load or build it first"
+            raise SandboxError(f"docker image {image!r} is not present; {hint}") from error
+        mb = 1024 * 1024
+        container = _docker_call(
+            f"creating a container from {image}",
+            client.containers.run,
+            image,
+            ["bash", "-c", INIT],
+            detach=True,
+            labels=session_labels(),
+            network_mode="none",
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            mem_limit=self._memory_limit_mb * mb,
+            memswap_limit=self._memory_limit_mb * mb,
+            pids_limit=self._max_processes,
+            nano_cpus=int(self._cpus * 1e9),
+            ulimits=[
+                docker.types.Ulimit(
+                    name="fsize", soft=self._max_file_size_mb * mb, hard=self._max_file_size_mb * mb
+                ),
+                docker.types.Ulimit(
+                    name="data", soft=self._memory_limit_mb * mb, hard=self._memory_limit_mb * mb
+                ),
+            ],
+            tmpfs={"/tmp": f"size={self._tmp_size_mb}m,mode=1777"},
+            hostname="sandbox",
+            working_dir=workdir,
+            entrypoint=[],
+        )
+        finalizer = weakref.finalize(self, _discard, container)
+        try:
+            if task.image_name is None:
+                assert task.snapshot_dir is not None
+                snapshot = directory_tar(task.snapshot_dir)
+                _docker_call("copying the snapshot", container.put_archive, workdir, snapshot)
+            return self._prepare(container, key, workdir, finalizer)
+        except BaseException:
+            finalizer.detach()
+            remove_container(container)
+            raise
+
+    def _prepare(
+        self, container: Any, key: str, workdir: str, finalizer: weakref.finalize
+    ) -> _Container:
+        state = _Container(container, key, workdir, "", "", frozenset(), finalizer)
+        env = {"WARM": "1" if self.warm else "0", "STAGE": STAGE}
+        printed = self._helper(state, PREPARE, env, 1024, "preparing the repo", _SETUP_TIMEOUT_S)
+        base_commit, full_tree = printed.decode().split()
+        stream, _stat = _docker_call(
+            "reading the base objects",
+            container.client.api.get_archive,
+            container.id,
+            f"{STAGE}/base.git",
+        )
+        archive = reowned_tar(stream, BASE_PARENT.lstrip("/"), NOBODY, NOBODY)
+        _docker_call("installing the base objects", container.put_archive, "/", archive)
+        self._helper(state, 'rm -rf "$STAGE"', {"STAGE": STAGE}, 1024, "cleaning up")
+        state.base_commit, state.full_tree = base_commit, full_tree
+        if self.warm:
+            state.baseline = _changed_paths(container)
+        return state
+
+    def _reuse(self, parked: ParkedContainer, key: str, workdir: str) -> _Container | None:
+        """The parked container reset for a new episode, or None (removed) if it cannot be."""
+        state: _Container = parked.payload
+        state.finalizer = weakref.finalize(self, _discard, state.container)
+        changed = _changed_paths(state.container) - state.baseline
+        outside = [p for p in changed if not _is_within(p, workdir)]
+        try:
+            if outside:
+                raise SandboxError(f"changed outside the workspace: {sorted(outside)[:3]}")
+            env = {"BASE": state.base_commit, "FULL": state.full_tree, "STAGE": STAGE}
+            self._helper(state, RESET, env, 1024, "warm reset", _SETUP_TIMEOUT_S)
+        except SandboxError:
+            state.finalizer()
+            return None
+        return state
+
+    def _kill_all(self, state: _Container, restart_if_needed: bool = False) -> bool:
+        """Kill every process of the container but PID 1; restart it if even that fails."""
+        try:
+            self._helper(state, KILL_ALL, {}, 1024, "killing processes")
+            return True
+        except SandboxError:
+            if not restart_if_needed:
+                return False
+        _docker_call("restarting the container", state.container.restart, timeout=0)
+        return True
+
+    def _helper(
+        self,
+        state: _Container,
+        script: str,
+        env: dict[str, str],
+        stdout_limit: int,
+        what: str,
+        timeout_s: float = _HELPER_TIMEOUT_S,
+        args: list[str] | None = None,
+    ) -> bytes:
+        """Run one of the sandbox's own scripts; its stdout, or SandboxError with stderr."""
+        stdout, stderr = bytearray(), OutputCapture(_ERROR_LIMIT)
+        overflow = False
+
+        def sink(stream: int, data: bytes) -> None:
+            nonlocal overflow
+            if stream != STDOUT:
+                stderr.add(data)
+            elif len(stdout) + len(data) > stdout_limit:
+                overflow = True
+            else:
+                stdout.extend(data)
+
+        outcome = stream_exec(
+            state.container.client.api,
+            state.container.id,
+            ["bash", "-c", script, "bash", *(args or [])],
+            env={**_command_env(), "WORKDIR": state.workdir, "BASE_GIT": BASE_GIT, **env},
+            workdir="/",
+            timeout_s=timeout_s,
+            sink=sink,
+        )
+        if outcome.timed_out or outcome.exit_code != 0 or overflow:
+            reason = (
+                "timed out"
+                if outcome.timed_out
+                else f"printed over {stdout_limit} bytes"
+                if overflow
+                else f"exit code {outcome.exit_code}"
+            )
+            raise SandboxError(f"{what} failed in the container ({reason}): {stderr.text()}")
+        return bytes(stdout)
+
+    def _started(self) -> _Container:
+        if self._state is None:
+            raise SandboxError("sandbox not started; call start(task) first")
+        return self._state
+
+
+def _command_env() -> dict[str, str]:
+    identity = {"NAME": "AutoCompact Agent", "EMAIL": "agent@autocompact.invalid"}
+    return {
+        "HOME": "/tmp",
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "PAGER": "cat",
+        "GIT_PAGER": "cat",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+        **{
+            f"GIT_{role}_{key}": value
+            for role in ("AUTHOR", "COMMITTER")
+            for key, value in identity.items()
+        },
+    }
+
+
+def _checked_workdir(task: Task) -> str:
+    workdir = posixpath.normpath(task.workdir)
+    reserved = [
+        r for r in _RESERVED_WORKDIRS if workdir == r or (r != "/" and _is_within(workdir, r))
+    ]
+    if not workdir.startswith("/") or reserved:
+        raise SandboxError(
+            f"task {task.instance_id}: workdir {task.workdir!r} must be an absolute path "
+            f"outside {', '.join(_RESERVED_WORKDIRS)}"
+        )
+    return workdir
+
+
+def _pool_key(task: Task, base_image: str) -> str:
+    source = task.image_name or f"{base_image}|{task.snapshot_dir}"
+    return f"{source}|{task.instance_id}|{task.workdir}"
+
+
+def _is_within(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def _changed_paths(container: Any) -> frozenset[str]:
+    changes = _docker_call("listing container changes", container.diff) or []
+    return frozenset(str(change["Path"]) for change in changes)
+
+
+def _discard(container: Any) -> None:
+    try:
+        remove_container(container)
+    finally:
+        release_slot()
+
+
+def _docker_call(what: str, function: Any, *args: Any, **kwargs: Any) -> Any:
+    import docker.errors
+
+    try:
+        return function(*args, **kwargs)
+    except docker.errors.DockerException as error:
+        raise SandboxError(f"docker failed {what}: {error}") from error
