@@ -1,0 +1,77 @@
+"""Write a task repository as a one-commit git repo, atomically, under the cache directory.
+
+The cache is ``$AUTOCOMPACT_CACHE`` (or ``~/.cache/autocompact``); snapshots live in
+``tasks/<suite-version>/<instance_id>/``. A snapshot is built in a temporary sibling
+directory and renamed into place, so an interrupted run never leaves half a repository.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ac_env.tasks.synthetic.domain import write_files
+
+COMMIT_DATE = "2024-01-15T12:00:00+00:00"
+GIT_IDENTITY = (
+    "-c",
+    "user.name=AutoCompact",
+    "-c",
+    "user.email=tasks@autocompact.invalid",
+    "-c",
+    "commit.gpgsign=false",
+    "-c",
+    "core.autocrlf=false",
+)
+
+
+def cache_root() -> Path:
+    """Where generated tasks are cached."""
+    configured = os.environ.get("AUTOCOMPACT_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "autocompact"
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {
+        **os.environ,
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_DATE": COMMIT_DATE,
+        "GIT_COMMITTER_DATE": COMMIT_DATE,
+    }
+    result = subprocess.run(
+        ["git", *GIT_IDENTITY, *args], cwd=repo, env=env, check=True, capture_output=True, text=True
+    )
+    return result.stdout.strip()
+
+
+def write_snapshot(files: dict[str, str], target: Path, message: str) -> str:
+    """Create ``target`` as a git repo holding ``files`` in one commit; return its hash.
+
+    An existing ``target`` is left as it is (another process finished it first).
+    """
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        write_files(files, staging)
+        _git(staging, "init", "-q", "-b", "main")
+        _git(staging, "add", "-A")
+        _git(staging, "commit", "-q", "-m", message)
+        commit = _git(staging, "rev-parse", "HEAD")
+        try:
+            staging.rename(target)
+        except OSError:
+            if not target.exists():
+                raise
+            shutil.rmtree(staging)
+        return commit
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def head_commit(repo: Path) -> str:
+    return _git(repo, "rev-parse", "HEAD")
