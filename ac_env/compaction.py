@@ -100,9 +100,10 @@ def files_read(commands: Sequence[CommandRecord]) -> list[str]:
     """Files shown by reading commands (cat, sed -n, head, ...), first-seen order."""
     seen: dict[str, None] = {}
     for record in commands:
-        for part in re.split(r"&&|\|\||;|\|", record.command):
+        for part in re.split(r"&&|\|\||;|\||\n", record.command):
             words = _words(part)
-            if words and words[0] in _READ_COMMANDS:
+            in_place_edit = any(w == "-i" or w.startswith("-i.") for w in words[1:])
+            if words and words[0] in _READ_COMMANDS and not in_place_edit:
                 for word in words[1:]:
                     if _SOURCE_FILE.match(word):
                         seen.setdefault(word.removeprefix("./"), None)

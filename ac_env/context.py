@@ -15,7 +15,14 @@ from typing import Literal
 from ac_env.tokens import TokenCounter
 
 MessageKind = Literal[
-    "system", "task", "action", "observation", "format_error", "summary", "compaction_request"
+    "system",
+    "task",
+    "action",
+    "observation",
+    "format_error",
+    "summary",
+    "compaction_request",
+    "compaction_skipped",
 ]
 Role = Literal["system", "user", "assistant"]
 
@@ -93,6 +100,32 @@ class Context:
             tokens_after=self.tokens,
             segment=self.segment,
             kept_messages=len(kept),
+        )
+
+    def mask_observations(self, keep: int, placeholder: str) -> Rewrite | None:
+        """Replace the content of every command output but the last ``keep`` by
+        ``placeholder`` (observation masking, as SWE-agent does). A replaced message is a new
+        message, so the prompt cache breaks at the first one, and the rewrite starts a new
+        segment. Returns None when nothing changed."""
+        tokens_before = self.tokens
+        outputs = [i for i, m in enumerate(self.messages) if m.kind == "observation"]
+        stale = outputs[: max(0, len(outputs) - keep)]
+        changed = [i for i in stale if self.messages[i].content != placeholder]
+        for index in changed:
+            old = self.messages[index]
+            tokens = self._counter.count(placeholder) + self._counter.message_overhead(old.role)
+            self.messages[index] = Message(old.role, placeholder, old.kind, tokens)
+            self._chat[index] = self.messages[index].as_chat()
+            self.tokens += tokens - old.tokens
+        if not changed:
+            return None
+        self.segment += 1
+        return Rewrite(
+            rewrite_from=changed[0],
+            tokens_before=tokens_before,
+            tokens_after=self.tokens,
+            segment=self.segment,
+            kept_messages=len(self.messages) - self.FIXED_PREFIX,
         )
 
     def prompt_fingerprint(self) -> list[tuple[int, int]]:

@@ -23,6 +23,8 @@ from ac_env.cost import CallCost, CostMeter, make_pricing
 from ac_env.grading import GradeResult, grade
 from ac_env.prompts import (
     COMPACTION_REQUEST,
+    COMPACTION_SKIPPED,
+    MASKED_OUTPUT,
     SYSTEM_PROMPT,
     format_error_message,
     task_message,
@@ -118,8 +120,7 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         )
         forced = self._compaction_pending
         prompt = self.context.prompt_fingerprint()
-        output_tokens = self._counter.count(output) + self._counter.message_overhead("assistant")
-        step_cost = self.meter.charge(prompt, output_tokens)
+        step_cost = self.meter.charge(prompt, self._output_tokens(output))
         self.trajectory.append(
             ModelCall.model_construct(
                 step=self._steps,
@@ -140,6 +141,9 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
             exit_reason = "budget"  # the call is paid for, but its action is not executed
         elif forced:
             rewrite = self._forced_compaction(parsed)
+        elif isinstance(parsed, Compact) and self.config.skip_compaction:
+            self.context.append("assistant", output, "action")
+            self.context.append("user", COMPACTION_SKIPPED, "compaction_skipped")
         elif isinstance(parsed, Compact):
             rewrite = self._rewrite(parsed.summary, "proactive", "policy")
         elif isinstance(parsed, Submit):
@@ -149,6 +153,8 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
             sandbox_s = self._run_command(output, parsed)
         else:
             self._format_error(output, parsed.message)
+        if rewrite is None and exit_reason is None:
+            rewrite = self._mask_observations()
         exit_reason = exit_reason or self._truncation_reason()
         if exit_reason is None and self._needs_compaction():
             self.context.append("user", COMPACTION_REQUEST, "compaction_request")
@@ -160,6 +166,14 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         reward, info = self._end(exit_reason, step_cost, rewrite, sandbox_s, started)
         terminated = exit_reason == "submitted"
         return self.context.observation(), reward, terminated, not terminated, info
+
+    def quote(self, action: Any) -> CallCost:
+        """What the model call that produced ``action`` costs if it is stepped next, without
+        charging it (``step`` charges exactly this)."""
+        if self._done:
+            raise RuntimeError("the episode has ended (or never started): call reset()")
+        output, _ = _unpack(action)
+        return self.meter.quote(self.context.prompt_fingerprint(), self._output_tokens(output))
 
     def abort(self, exit_reason: str) -> tuple[float, dict[str, Any]]:
         """End the episode from outside (the policy failed, a driver's own step cap): the
@@ -221,9 +235,29 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         trigger: Literal["proactive", "forced"],
         summarizer: Literal["policy", "fallback"],
     ) -> dict[str, Any]:
-        assert self.trajectory is not None
         segment_before = self.context.segment
         done: Rewrite = self.context.rewrite(summary, self.config.keep_recent)
+        return self._record_rewrite(done, segment_before, summary, trigger, summarizer)
+
+    def _mask_observations(self) -> dict[str, Any] | None:
+        keep = self.config.mask_observations_keep
+        if keep is None:
+            return None
+        segment_before = self.context.segment
+        done = self.context.mask_observations(keep, MASKED_OUTPUT)
+        if done is None:
+            return None
+        return self._record_rewrite(done, segment_before, "", "masking", "none")
+
+    def _record_rewrite(
+        self,
+        done: Rewrite,
+        segment_before: int,
+        summary: str,
+        trigger: Literal["proactive", "forced", "masking"],
+        summarizer: Literal["policy", "fallback", "none"],
+    ) -> dict[str, Any]:
+        assert self.trajectory is not None
         self.trajectory.append(
             CompactionEvent(
                 step=self._steps - 1,
@@ -309,6 +343,9 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         return result, time.perf_counter() - started
 
     # ---- helpers -------------------------------------------------------------------------
+
+    def _output_tokens(self, output: str) -> int:
+        return self._counter.count(output) + self._counter.message_overhead("assistant")
 
     def _pick_task(self, options: dict[str, Any]) -> Task:
         task_id = options.get("task_id")

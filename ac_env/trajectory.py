@@ -64,8 +64,10 @@ class CompactionEvent(BaseModel):
 
     kind: Literal["compaction"] = "compaction"
     step: int
-    trigger: Literal["proactive", "forced"]
-    summarizer: Literal["policy", "fallback"]
+    trigger: Literal["proactive", "forced", "masking"]
+    summarizer: Literal["policy", "fallback", "none"] = Field(
+        description="'none' for masking: old outputs replaced by a placeholder, no summary"
+    )
     summary: str
     rewrite_from: int
     segment_before: int

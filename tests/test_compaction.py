@@ -71,8 +71,13 @@ def test_extractive_summary_without_work():
 
 
 def test_helpers():
-    cmds = [CommandRecord("cat a.py b.txt && head -5 c.py", "", 0), CommandRecord("ls", "", 0)]
-    assert files_read(cmds) == ["a.py", "b.txt", "c.py"]
+    cmds = [
+        CommandRecord("cat a.py b.txt && head -5 c.py", "", 0),
+        CommandRecord("ls", "", 0),
+        CommandRecord("# read the suspect\nsed -n 1,20p d.py", "", 0),
+        CommandRecord("sed -i 's/a/b/' e.py", "", 0),
+    ]
+    assert files_read(cmds) == ["a.py", "b.txt", "c.py", "d.py"]
     assert last_test_run(cmds) is None
     run = last_test_run([CommandRecord("pytest -x", "", 2)])
     assert run == "`pytest -x` -> exit code 2"

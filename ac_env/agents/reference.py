@@ -1,0 +1,399 @@
+"""A model-free repair agent: the reference policy for the built-in tasks.
+
+It sees only the observation (chat messages) and decides only from it. Each turn it rebuilds
+its working state from its own earlier commands and their outputs (or from its own summary
+after a compaction), then takes the next step of a plain repair loop:
+
+1. run the test suite; the failing tests are the signal. When none fails (the ``hard``
+   split), run the issue's reproduction snippet instead;
+2. locate: rank the lines the failing runs execute (``localize``);
+3. read the most suspicious function (``cat -n | sed -n``);
+4. try the repair templates' candidate edits one at a time, most promising first: apply it,
+   rerun the failing tests (or the snippet check); an edit that does not help is reverted
+   (``git checkout``) before the next one; one that makes every failing run pass is kept;
+5. run the whole suite with that edit: submit when it passes, else revert it and search on.
+   (Only a single edit that fixes every failing run counts, so a bug that needs several
+   edits, or a statement restored from nothing, is out of its reach.)
+
+Every command starts with a comment naming its step (``# try: pkg/mod.py:12 `<` -> `<=```),
+which is how the agent recognizes its own steps in the history. ``compact_when="after_locate"``
+makes it compact on its own once the bug is located (a phase-aware trigger); it always answers
+the environment's forced compaction request with a valid summary.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ac_env.actions import SUMMARY_HEADER, Bash, TerminalParser
+from ac_env.agents.localize import Suspect, localize_command, parse_report
+from ac_env.agents.protocol import PolicyOutput
+from ac_env.agents.pytest_report import parse_pytest
+from ac_env.agents.repairs import Edit, function_edits
+from ac_env.agents.reproduce import Reproduction, from_issue, verdict
+from ac_env.agents.working_state import WorkingState, read_summary, write_summary
+from ac_env.prompts import COMPACTION_REQUEST
+
+CompactWhen = Literal["never", "after_locate"]
+
+EDIT_END = "AC_EDIT_END"
+EDIT_FAILED = "does not hold the text the edit expects"
+SUITE_TIMEOUT_S = 55  # under the env's default 60 s command limit
+TRY_TIMEOUT_S = 20  # the failing tests alone; a candidate that makes them hang is wrong
+_STEP = re.compile(r"^# (?P<kind>[a-z]+):? ?(?P<detail>.*)$")
+_ISSUE = re.compile(r"<issue>\n?(.*?)\n?</issue>", re.DOTALL)
+_NUMBERED = re.compile(r"^\s*(\d+)\t(.*)$")
+_EDIT_FIELD = re.compile(r"^(PATH|LINE|OLD|NEW|LABEL|PRIORITY) = (.*)$", re.MULTILINE)
+SUITE = (
+    f"timeout {SUITE_TIMEOUT_S} python3 -m pytest -q --tb=short -p no:cacheprovider 2>&1 "
+    "| tail -n 60"
+)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One of the agent's own commands and what it printed."""
+
+    kind: str
+    detail: str
+    command: str
+    output: str
+
+
+@dataclass(frozen=True)
+class History:
+    issue: str
+    summary: str | None
+    turns: list[Turn]
+    compaction_requested: bool
+
+
+def read_history(observation: Sequence[Mapping[str, str]]) -> History:
+    """The issue, the summary (if a compaction happened) and the agent's turns since."""
+    messages = list(observation)
+    task = messages[1]["content"] if len(messages) > 1 else ""
+    issue_match = _ISSUE.search(task)
+    issue = issue_match.group(1) if issue_match else task
+    rest = messages[2:]
+    summary = None
+    if rest and rest[0]["role"] == "user" and rest[0]["content"].startswith(SUMMARY_HEADER):
+        summary = rest[0]["content"]
+        rest = rest[1:]
+    turns: list[Turn] = []
+    parser = TerminalParser()
+    for index, message in enumerate(rest):
+        if message["role"] != "assistant":
+            continue
+        action = parser.parse(message["content"])
+        if not isinstance(action, Bash):
+            continue
+        first_line = action.command.split("\n", 1)[0]
+        step = _STEP.match(first_line)
+        if step is None:
+            continue
+        reply = rest[index + 1] if index + 1 < len(rest) else None
+        output = reply["content"] if reply and reply["role"] == "user" else ""
+        turns.append(Turn(step["kind"], step["detail"], action.command, output))
+    requested = bool(messages) and messages[-1]["content"] == COMPACTION_REQUEST
+    return History(issue, summary, turns, requested)
+
+
+# ---- replaying the history into a working state ------------------------------------------------
+
+
+def replay(history: History) -> WorkingState:
+    state = read_summary(history.summary) if history.summary else WorkingState()
+    for turn in history.turns:
+        _advance(state, turn)
+    return state
+
+
+def _advance(state: WorkingState, turn: Turn) -> None:
+    if turn.kind == "test":
+        run = parse_pytest(turn.output)
+        state.last_run = f"`python3 -m pytest` -> {run.tally()}"
+        if state.failing is None:
+            state.failing = list(run.failing) if run.completed else []
+    elif turn.kind == "reproduce":
+        state.reproduced = True
+        fixed = verdict(turn.output)
+        state.last_run = (
+            "issue snippet: " + {True: "fixed", False: "reproduced", None: "crashed"}[fixed]
+        )
+    elif turn.kind == "locate":
+        state.suspects = parse_report(turn.output)
+    elif turn.kind == "read":
+        path = turn.detail.split(" ", 1)[0]
+        lines = {}
+        for row in turn.output.splitlines():
+            match = _NUMBERED.match(row)
+            if match:
+                lines[int(match.group(1))] = match.group(2)
+        state.note_read(path, lines)
+        state.read.add(turn.detail)
+    elif turn.kind == "try":
+        _advance_try(state, turn)
+    elif turn.kind == "verify":
+        _undo_pending(state)
+        run = parse_pytest(turn.output)
+        state.last_run = f"whole suite -> {run.tally()}"
+        if run.all_passed:
+            state.verified = True
+        elif state.fix is not None:  # the fix breaks other tests: undo it, search on
+            state.note_edit(state.fix, reverse=True)
+            state.tried.append(state.fix.key)
+            state.pending, state.fix = state.fix, None
+    elif turn.kind == "revert":
+        _undo_pending(state)
+
+
+def _undo_pending(state: WorkingState) -> None:
+    """The command that ran first reverted the pending edit (``sources`` never showed it)."""
+    state.pending = None
+
+
+def _advance_try(state: WorkingState, turn: Turn) -> None:
+    _undo_pending(state)
+    edit = parse_edit(turn.command)
+    if edit is None:
+        return
+    if EDIT_FAILED in turn.output:
+        state.tried.append(edit.key)
+        return
+    if state.from_issue:
+        helped = verdict(turn.output) is True
+        state.last_run = f"issue snippet after {edit.key}: {'fixed' if helped else 'reproduced'}"
+    else:
+        run = parse_pytest(turn.output)
+        helped = run.all_passed
+        state.last_run = f"failing tests after {edit.key} -> {run.tally()}"
+    if helped:
+        state.note_edit(edit)
+        state.fix = edit
+    else:
+        state.tried.append(edit.key)
+        state.pending = edit
+
+
+def parse_edit(command: str) -> Edit | None:
+    """The edit a ``try`` command applies, read back from its script's constants."""
+    fields = dict(_EDIT_FIELD.findall(command))
+    try:
+        return Edit(
+            path=_literal(fields["PATH"]),
+            line=int(fields["LINE"]),
+            old=_literal(fields["OLD"]),
+            new=_literal(fields["NEW"]),
+            label=_literal(fields["LABEL"]),
+            priority=int(fields["PRIORITY"]),
+        )
+    except (KeyError, ValueError, SyntaxError):
+        return None
+
+
+def _literal(text: str) -> str:
+    value = ast.literal_eval(text)
+    if not isinstance(value, str):
+        raise ValueError(text)
+    return value
+
+
+# ---- choosing the next step ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Function:
+    path: str
+    start: int
+    end: int
+    name: str
+    best: float
+
+    @property
+    def read_detail(self) -> str:
+        """How the ``read`` step names this function (and how its history shows it)."""
+        return f"{self.path} {self.name} lines {self.start}-{self.end}"
+
+
+def _functions(suspects: list[Suspect]) -> list[_Function]:
+    """Suspect functions, most suspicious first."""
+    seen: dict[tuple[str, int, int], _Function] = {}
+    for s in suspects:
+        key = (s.path, s.start, s.end)
+        if key not in seen:
+            seen[key] = _Function(s.path, s.start, s.end, s.function, round(s.score, 1))
+    return sorted(seen.values(), key=lambda f: -f.best)
+
+
+def _is_read(state: WorkingState, function: _Function) -> bool:
+    return function.read_detail in state.read
+
+
+def next_move(state: WorkingState) -> _Function | Edit | None:
+    """The function to read next, or the edit to try next, or None when all is tried."""
+    suspects = state.suspects or []
+    done = set(state.tried)
+    candidates: list[tuple[float, int, Edit]] = []
+    for function in _functions(suspects):
+        if not _is_read(state, function):
+            continue
+        lines = state.sources.get(function.path, {})
+        scores = {s.line: s.score for s in suspects if s.path == function.path}
+        body = {n: lines[n] for n in range(function.start, function.end + 1) if n in lines}
+        for score, edit in function_edits(function.path, body, scores):
+            if edit.key not in done:
+                candidates.append((score, edit.priority, edit))
+    best = max((score for score, _, _ in candidates), default=-1.0)
+    for function in _functions(suspects):
+        if not _is_read(state, function) and function.best >= best:
+            return function
+    if not candidates:
+        return None
+    candidates.sort(key=lambda c: (-c[0], c[1]))
+    return candidates[0][2]
+
+
+class ReferenceAgent:
+    """Implements ``Policy``. Deterministic, model-free, needs only the observation."""
+
+    def __init__(self, compact_when: CompactWhen = "never") -> None:
+        if compact_when not in ("never", "after_locate"):
+            raise ValueError(f"compact_when: {compact_when!r} is not 'never' or 'after_locate'")
+        self.compact_when = compact_when
+
+    def act(self, observation: Sequence[Mapping[str, str]]) -> PolicyOutput:
+        history = read_history(observation)
+        state = replay(history)
+        reproduction = from_issue(history.issue)
+        thought, command, next_step = self._decide(state, reproduction)
+        if history.compaction_requested or self._compacts_now(history, state):
+            return PolicyOutput(text=write_summary(state, _task_line(history.issue), next_step))
+        if command is None:
+            return PolicyOutput(text=f"THOUGHT: {thought}\n```bash\nsubmit\n```")
+        return PolicyOutput(text=f"THOUGHT: {thought}\n```bash\n{command}\n```")
+
+    def _compacts_now(self, history: History, state: WorkingState) -> bool:
+        """The phase-aware trigger: right after locating, unless a summary already holds it."""
+        if self.compact_when != "after_locate" or not history.turns or not state.suspects:
+            return False
+        already = history.summary is not None and read_summary(history.summary).suspects
+        return history.turns[-1].kind == "locate" and not already
+
+    def _decide(
+        self, state: WorkingState, reproduction: Reproduction | None
+    ) -> tuple[str, str | None, str]:
+        """(thought, command or None to submit, the next step in words for a summary)."""
+        if state.failing is None:
+            return (
+                "run the test suite to see what fails.",
+                "# test: the whole suite\n" + SUITE,
+                "run the test suite to find the failing tests",
+            )
+        if state.from_issue and reproduction is None:
+            return (
+                "no failing test and no reproduction in the issue; nothing to go on.",
+                None,
+                "submit",
+            )
+        if state.verified:
+            return "the whole suite passes with the fix; submit.", None, "submit"
+        if state.from_issue and reproduction and not state.reproduced and not state.suspects:
+            return (
+                "no test fails; run the issue's snippet to see the bug.",
+                "# reproduce: the issue's snippet, checked against its expected values\n"
+                + reproduction.command(),
+                "run the issue's snippet to reproduce the bug",
+            )
+        if state.suspects is None:
+            return (
+                "rank the code lines the failing runs execute.",
+                "# locate: rank the lines the failing runs execute\n"
+                + self._locate_command(state, reproduction),
+                "locate the bug again: rank the lines the failing runs execute",
+            )
+        if state.fix is not None:
+            return (
+                "the failing runs pass now; check the whole suite.",
+                "# verify: the whole suite with the fix\n" + SUITE,
+                f"run the whole test suite to verify the fix ({state.fix.key}), then submit",
+            )
+        move = next_move(state)
+        if isinstance(move, _Function):
+            return (
+                f"read {move.name}, which the failing runs implicate most.",
+                f"# read: {move.read_detail}\n"
+                f"cat -n {shlex.quote(move.path)} | sed -n '{move.start},{move.end}p'",
+                f"read {move.path} lines {move.start}-{move.end} ({move.name}) and try the next "
+                "candidate edit there",
+            )
+        if isinstance(move, Edit):
+            check = (
+                reproduction.command()
+                if state.from_issue and reproduction
+                else _test_command(state.failing or [])
+            )
+            return (
+                f"try {move.label} at {move.path}:{move.line}.",
+                f"# try: {move.key}\n{_revert(state)}{_edit_command(move)}\n{check}",
+                f"try the next candidate edit after {move.key}",
+            )
+        if state.pending is not None:
+            return (
+                "no candidate left; undo the last unhelpful edit.",
+                "# revert: the last unhelpful edit\n" + _revert(state).rstrip("\n"),
+                "submit",
+            )
+        return "no candidate edit left to try; submit what the workspace holds.", None, "submit"
+
+    def _locate_command(self, state: WorkingState, reproduction: Reproduction | None) -> str:
+        """The whole suite gives the passing runs: code that many passing tests execute is
+        less suspicious than code only the failing runs reach."""
+        if state.from_issue and reproduction is not None:
+            return localize_command(reproduction.snippet)
+        return localize_command()
+
+
+def _task_line(issue: str) -> str:
+    for line in issue.splitlines():
+        if line.strip():
+            return line.strip().lstrip("#").strip()
+    return "(no issue text)"
+
+
+def _test_command(tests: list[str]) -> str:
+    ids = " ".join(shlex.quote(t) for t in tests)
+    return (
+        f"timeout {TRY_TIMEOUT_S} python3 -m pytest -q --tb=no -p no:cacheprovider {ids} 2>&1 "
+        "| tail -n 30"
+    )
+
+
+def _edit_command(edit: Edit) -> str:
+    return (
+        f"python3 - <<'{EDIT_END}'\n"
+        "from pathlib import Path\n"
+        f"PATH = {edit.path!r}\n"
+        f"LINE = {edit.line}\n"
+        f"OLD = {edit.old!r}\n"
+        f"NEW = {edit.new!r}\n"
+        f"LABEL = {edit.label!r}\n"
+        f"PRIORITY = {edit.priority}\n"
+        "lines = Path(PATH).read_text().split('\\n')\n"
+        "if lines[LINE - 1] != OLD:\n"
+        f"    raise SystemExit(f'{{PATH}}:{{LINE}} {EDIT_FAILED}')\n"
+        "lines[LINE - 1] = NEW\n"
+        "Path(PATH).write_text('\\n'.join(lines))\n"
+        f"{EDIT_END}"
+    )
+
+
+def _revert(state: WorkingState) -> str:
+    """The shell line undoing the pending unhelpful edit ('' when there is none)."""
+    if state.pending is None:
+        return ""
+    return f"git checkout -- {shlex.quote(state.pending.path)}\n"

@@ -1,0 +1,207 @@
+"""Summary audit, grounded in what the workspace and the trajectory held when a summary was
+written (beyond a keyword screen for the template's sections).
+
+Each summary the policy wrote (applied or skipped) is checked, claim class by claim class:
+
+- **key state**: once a file the bug is in has been read, the summary names it (or the
+  function); every file the workspace has changed (``git diff`` at that moment) is named;
+- **workspace claims**: "no changes" while ``git diff`` shows changes, or a file named in the
+  Workspace section that the diff does not change, is false; so is a test status claimed in
+  the Tests section (a pytest tally wins over words) that the last real test run contradicts;
+- **next step**: a ``## Next`` section holding a concrete action (a path, a command, or an
+  action verb);
+- **plan consistency**: a next step that ends the work (submit, done, stop) while the summary
+  itself states failing tests or an unresolved error (the django-13809 failure).
+
+Claims are read with regular expressions over the template's sections: a heuristic, stated
+here so its limits are known (a file named in the Workspace section as reverted counts as a
+claimed change).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+from pydantic import BaseModel
+
+from ac_env.compaction import parse_sections
+from ac_env.tasks import Task
+from ac_env.trajectory import ToolResult, Trajectory
+
+_DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
+_PATH = re.compile(r"[\w.-]+(?:/[\w.-]+)*\.py\b")
+_TALLY = re.compile(r"\b(\d+) (passed|failed|errors?)\b")
+_FAIL_WORDS = re.compile(r"\bfail(s|ed|ing|ures?)?\b|\berrors?\b", re.IGNORECASE)
+_PASS_WORDS = re.compile(r"\b(all )?(tests? )?pass(es|ed|ing)?\b", re.IGNORECASE)
+_NO_CHANGES = re.compile(r"\bno (changes|edits|modifications)\b", re.IGNORECASE)
+_ACTION_VERBS = re.compile(
+    r"\b(run|rerun|re-run|read|open|inspect|grep|search|locate|find|fix|edit|change|replace|"
+    r"apply|try|revert|undo|add|remove|test|verify|check|submit|write|implement)\b",
+    re.IGNORECASE,
+)
+_TERMINAL = re.compile(
+    r"\b(submit|done|stop|finish(ed)?|nothing (left|more) to do)\b", re.IGNORECASE
+)
+_UNRESOLVED = re.compile(
+    r"error remains|still (fails?|failing|broken)|syntax error|not (yet )?(fixed|verified)|"
+    r"unverified|unresolved",
+    re.IGNORECASE,
+)
+
+
+def changed_files(diff: str) -> list[str]:
+    return list(dict.fromkeys(_DIFF_FILE.findall(diff)))
+
+
+class SummaryWorkspace(gym.Wrapper[Any, Any, Any, Any]):
+    """Keeps the files ``git diff`` shows changed at each step whose model call was a summary
+    (a summary never changes the workspace, so the diff after that step is the diff then)."""
+
+    def __init__(self, env: gym.Env[Any, Any]) -> None:
+        super().__init__(env)
+        self.changed: dict[int, list[str]] = {}
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.changed = {}
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> Any:
+        result = self.env.step(action)
+        base = self.env.unwrapped
+        last = base.trajectory.model_calls()[-1]  # type: ignore[attr-defined]
+        if last.action.get("kind") == "compact":
+            self.changed[last.step] = changed_files(base.sandbox.diff())  # type: ignore[attr-defined]
+        return result
+
+
+class RunTally(BaseModel):
+    failed: int
+    passed: int
+
+    @property
+    def status(self) -> str:
+        return "fail" if self.failed else "pass"
+
+
+class SummaryAudit(BaseModel):
+    step: int
+    missed_key_state: bool
+    missed_next_step: bool
+    false_workspace_claim: bool
+    inconsistent_plan: bool
+    problems: list[str]
+
+
+def last_test_run(results: Sequence[ToolResult], before_step: int) -> RunTally | None:
+    """The last pytest run before ``before_step`` that printed a tally."""
+    for result in reversed([r for r in results if r.step < before_step]):
+        if "pytest" not in result.command:
+            continue
+        counts = _tally(result.output)
+        if counts is not None:
+            return counts
+    return None
+
+
+def _tally(text: str) -> RunTally | None:
+    found = _TALLY.findall(text)
+    if not found:
+        return None
+    failed = sum(int(n) for n, word in found if word != "passed")
+    passed = sum(int(n) for n, word in found if word == "passed")
+    return RunTally(failed=failed, passed=passed)
+
+
+def _claimed_test_status(text: str) -> str | None:
+    tally = _tally(text)
+    if tally is not None:
+        return tally.status
+    if _FAIL_WORDS.search(text):
+        return "fail"
+    if _PASS_WORDS.search(text):
+        return "pass"
+    return None
+
+
+def audit_summary(
+    summary: str,
+    step: int,
+    changed: Sequence[str],
+    last_run: RunTally | None,
+    task: Task,
+    root_cause_read: bool,
+) -> SummaryAudit:
+    sections = parse_sections(summary)
+    workspace = sections.get("workspace", sections.get("workspace state", ""))
+    tests = sections.get("tests", "")
+    next_step = next(
+        (sections[a] for a in ("next", "next step", "next steps", "plan") if a in sections), ""
+    )
+    key_state: list[str] = []
+    if root_cause_read and task.ground_truth is not None:
+        names = task.ground_truth.files + [
+            f.split(":")[-1].split(".")[-1] for f in task.ground_truth.functions
+        ]
+        if not any(name in summary for name in names):
+            key_state.append("key state: the root-cause file was read but is not named")
+    unnamed = [path for path in changed if path not in summary]
+    if unnamed:
+        key_state.append(f"key state: changed files not named: {', '.join(unnamed)}")
+
+    claims: list[str] = []
+    if _NO_CHANGES.search(workspace) and changed:
+        claims.append(f"workspace: claims no changes, git diff changes {', '.join(changed)}")
+    named = [p for p in dict.fromkeys(_PATH.findall(workspace)) if p not in changed]
+    if named:
+        claims.append(f"workspace: names {', '.join(named)}, which git diff does not change")
+    claimed_status = _claimed_test_status(tests)
+    if claimed_status is not None and last_run is None:
+        claims.append(f"tests: claims tests {claimed_status}, but no test run yet")
+    elif claimed_status is not None and last_run and claimed_status != last_run.status:
+        claims.append(
+            f"tests: claims tests {claimed_status}; the last run had {last_run.failed} "
+            f"failed, {last_run.passed} passed"
+        )
+
+    plan: list[str] = []
+    if not (_PATH.search(next_step) or "`" in next_step or _ACTION_VERBS.search(next_step)):
+        plan.append("next step: missing or not a concrete action")
+    states_unresolved = claimed_status == "fail" or bool(_UNRESOLVED.search(workspace + tests))
+    inconsistent = bool(_TERMINAL.search(next_step)) and states_unresolved
+    if inconsistent:
+        plan.append("plan: ends the work while the summary states an unresolved failure")
+
+    return SummaryAudit(
+        step=step,
+        missed_key_state=bool(key_state),
+        missed_next_step=any(p.startswith("next step") for p in plan),
+        false_workspace_claim=bool(claims),
+        inconsistent_plan=inconsistent,
+        problems=key_state + claims + plan,
+    )
+
+
+def audit_trajectory(
+    trajectory: Trajectory, task: Task, changed_at: dict[int, list[str]], root_step: int | None
+) -> list[SummaryAudit]:
+    """Every summary the policy wrote in ``trajectory`` (``changed_at``: ``SummaryWorkspace``'s
+    record of the files changed when each was written)."""
+    results = trajectory.tool_results()
+    audits = []
+    for call in trajectory.model_calls():
+        if call.action.get("kind") != "compact":
+            continue
+        audits.append(
+            audit_summary(
+                str(call.action.get("summary", call.output)),
+                call.step,
+                changed_at.get(call.step, []),
+                last_test_run(results, call.step),
+                task,
+                root_cause_read=root_step is not None and root_step < call.step,
+            )
+        )
+    return audits

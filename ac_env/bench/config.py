@@ -1,0 +1,106 @@
+"""What a benchmark run is: its configuration, stored beside its results and checked on resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ac_env.strategies import DEFAULT_THRESHOLD, get_strategy
+
+DEFAULT_BUDGETS = (0.10, 0.20, 0.40, 0.80, 1.20, 4.00)
+CONFIG_FILE = "config.json"
+# Settings that change how fast a run goes, not what it measures: free to differ on resume.
+_RUNTIME_ONLY = ("workers",)
+
+
+class BenchConfig(BaseModel):
+    """``worker``: ``reference``, ``hf:<path or smollm2>`` or ``openai:<model>@<base url>``.
+    ``budgets`` in USD per episode; each episode runs once, at the highest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_source: str = "builtin"
+    split: str | None = "easy"
+    task_ids: list[str] | None = None
+    limit: int | None = Field(default=None, gt=0, description="first N tasks of the selection")
+    strategies: list[str] = Field(default_factory=lambda: ["none", "fixed", "learned"])
+    worker: str = "reference"
+    seeds: list[int] = Field(default_factory=lambda: [0])
+    budgets: list[float] = Field(default_factory=lambda: list(DEFAULT_BUDGETS))
+    fallback_threshold: int | None = Field(
+        default=None, gt=0, description="forced compaction at this many tokens, any strategy"
+    )
+    fixed_threshold: int = Field(
+        default=DEFAULT_THRESHOLD, gt=0, description="the 'fixed' strategy's threshold"
+    )
+    pricing: str = "qwen3-coder-flash"
+    max_steps: int = Field(default=50, gt=0)
+    sandbox: str = "local"
+    workers: int = Field(default=2, gt=0)
+
+    @field_validator("strategies")
+    @classmethod
+    def _known_strategies(cls, names: list[str]) -> list[str]:
+        if not names:
+            raise ValueError("at least one strategy")
+        for name in names:
+            get_strategy(name)
+        return names
+
+    @field_validator("budgets")
+    @classmethod
+    def _positive_budgets(cls, budgets: list[float]) -> list[float]:
+        if not budgets or any(b <= 0 for b in budgets):
+            raise ValueError("budgets must be a non-empty list of positive USD amounts")
+        return sorted(set(budgets))
+
+    @field_validator("worker")
+    @classmethod
+    def _known_worker(cls, worker: str) -> str:
+        if worker != "reference" and not worker.startswith(("hf:", "openai:")):
+            raise ValueError(
+                f"unknown worker {worker!r}; valid: reference, hf:<path>, openai:<model>@<url>"
+            )
+        return worker
+
+    @property
+    def run_budget(self) -> float:
+        return max(self.budgets)
+
+
+class ConfigMismatchError(ValueError):
+    """A results directory holds a run of another configuration."""
+
+
+def differences(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    keys = sorted((set(stored) | set(current)) - set(_RUNTIME_ONLY))
+    return [
+        f"{key}: stored {stored.get(key)!r}, now {current.get(key)!r}"
+        for key in keys
+        if stored.get(key) != current.get(key)
+    ]
+
+
+def claim_directory(config: BenchConfig, out_dir: Path) -> None:
+    """Write ``config.json`` into a new results directory, or check that the stored one is
+    the same run (``ConfigMismatchError`` listing every difference otherwise)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / CONFIG_FILE
+    current = json.loads(config.model_dump_json())
+    if path.exists():
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        try:  # settings added since the directory was written take their defaults
+            stored = json.loads(BenchConfig.model_validate(stored).model_dump_json())
+        except ValidationError as err:
+            raise ConfigMismatchError(f"{path}: not a benchmark configuration: {err}") from err
+        diff = differences(stored, current)
+        if diff:
+            raise ConfigMismatchError(
+                f"{out_dir} holds results of another configuration; use a new directory. "
+                "Differences: " + "; ".join(diff)
+            )
+        return
+    path.write_text(json.dumps(current, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,182 @@
+"""Per-episode figures read from a trajectory, and their aggregates with bootstrap intervals.
+
+Cost is split by where it went: uncached input, cached input, output (each priced at the tier
+of its call), and the part of it spent on calls whose output was a summary. A compaction's
+*phase* says whether it fired before or after the agent first read a file the bug is in (the
+task's ground truth), the moment the root cause came into view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel
+
+from ac_env.compaction import CommandRecord, files_read
+from ac_env.cost import Pricing
+from ac_env.tasks import Task
+from ac_env.trajectory import ModelCall, ToolResult, Trajectory
+
+Phase = Literal["before_root_cause", "after_root_cause", "unknown"]
+
+
+class CompactionRecord(BaseModel):
+    step: int
+    kind: Literal["proactive", "forced", "masking", "skipped"]
+    tokens_before: int
+    occupancy: float  # tokens_before / context window
+    phase: Phase
+
+
+class CostSplit(BaseModel):
+    uncached_input_usd: float = 0.0
+    cached_input_usd: float = 0.0
+    output_usd: float = 0.0
+    summary_usd: float = 0.0  # included in the three above
+
+    @property
+    def total_usd(self) -> float:
+        return self.uncached_input_usd + self.cached_input_usd + self.output_usd
+
+
+class EpisodeMetrics(BaseModel):
+    reward: float | None
+    success: bool
+    exit_reason: str
+    steps: int
+    cost: CostSplit
+    peak_context_tokens: int
+    mean_context_tokens: float
+    cache_hit_rate: float
+    root_cause_read_step: int | None
+    compactions: list[CompactionRecord]
+
+    def count(self, kind: str) -> int:
+        return sum(1 for c in self.compactions if c.kind == kind)
+
+
+def episode_metrics(
+    trajectory: Trajectory, task: Task, pricing: Pricing, context_window: int
+) -> EpisodeMetrics:
+    end = trajectory.end
+    if end is None:
+        raise ValueError(f"trajectory of {trajectory.header.instance_id} has no end")
+    calls = trajectory.model_calls()
+    split = CostSplit()
+    for call in calls:
+        _add_call_cost(split, call, pricing)
+    cached = sum(c.cost.input_cached for c in calls)
+    total_input = cached + sum(c.cost.input_uncached for c in calls)
+    contexts = [c.context_tokens for c in calls]
+    root_step = root_cause_read_step(trajectory.tool_results(), task)
+    return EpisodeMetrics(
+        reward=end.reward,
+        success=end.reward == 1.0,
+        exit_reason=end.exit_reason,
+        steps=len(calls),
+        cost=split,
+        peak_context_tokens=max(contexts, default=0),
+        mean_context_tokens=float(np.mean(contexts)) if contexts else 0.0,
+        cache_hit_rate=cached / total_input if total_input else 0.0,
+        root_cause_read_step=root_step,
+        compactions=_compactions(trajectory, root_step, task, context_window),
+    )
+
+
+def _add_call_cost(split: CostSplit, call: ModelCall, pricing: Pricing) -> None:
+    tier = pricing.tier_for(call.cost.input_uncached + call.cost.input_cached)
+    scale = pricing.usd_per_unit / 1e6
+    uncached = call.cost.input_uncached * tier.input_per_mtok * scale
+    cached = call.cost.input_cached * tier.cached_price * scale
+    output = call.cost.output * tier.output_per_mtok * scale
+    split.uncached_input_usd += uncached
+    split.cached_input_usd += cached
+    split.output_usd += output
+    if call.action.get("kind") == "compact":
+        split.summary_usd += uncached + cached + output
+
+
+def root_cause_read_step(results: Sequence[ToolResult], task: Task) -> int | None:
+    """The step of the first command that read a file the bug is in (None: never, or the task
+    has no ground truth)."""
+    if task.ground_truth is None:
+        return None
+    targets = set(task.ground_truth.files)
+    for result in results:
+        if targets & set(files_read_by(result)):
+            return result.step
+    return None
+
+
+def files_read_by(result: ToolResult) -> list[str]:
+    """The files a command shows (``compaction.files_read``), its comment lines dropped and
+    its lines taken as separate commands (an agent's command may open with ``# why``)."""
+    lines = [line for line in result.command.splitlines() if not line.lstrip().startswith("#")]
+    return files_read([CommandRecord("; ".join(lines), result.output, result.exit_code)])
+
+
+def _compactions(
+    trajectory: Trajectory, root_step: int | None, task: Task, context_window: int
+) -> list[CompactionRecord]:
+    def phase(step: int) -> Phase:
+        if task.ground_truth is None:
+            return "unknown"
+        return (
+            "after_root_cause"
+            if root_step is not None and step > root_step
+            else ("before_root_cause")
+        )
+
+    records = [
+        CompactionRecord(
+            step=event.step,
+            kind=event.trigger,
+            tokens_before=event.tokens_before,
+            occupancy=event.tokens_before / context_window,
+            phase=phase(event.step),
+        )
+        for event in trajectory.compactions()
+    ]
+    applied = {event.step for event in trajectory.compactions()}
+    for call in trajectory.model_calls():
+        skipped = call.action.get("kind") == "compact" and not call.forced_compaction_request
+        if skipped and call.step not in applied:
+            records.append(
+                CompactionRecord(
+                    step=call.step,
+                    kind="skipped",
+                    tokens_before=call.context_tokens,
+                    occupancy=call.context_tokens / context_window,
+                    phase=phase(call.step),
+                )
+            )
+    return sorted(records, key=lambda r: r.step)
+
+
+# ---- aggregates ------------------------------------------------------------------------------
+
+
+class Estimate(BaseModel):
+    """A mean over tasks (each task first averaged over its seeds) and a 95% bootstrap
+    interval from resampling tasks."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+
+def bootstrap_mean(
+    per_task: Sequence[Sequence[float]], resamples: int = 2000, seed: int = 0
+) -> Estimate:
+    """``per_task``: the values of each task's seeds. Tasks with no value are left out."""
+    means = np.array([float(np.mean(v)) for v in per_task if len(v)])
+    if means.size == 0:
+        return Estimate(mean=float("nan"), low=float("nan"), high=float("nan"), n=0)
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, means.size, size=(resamples, means.size))
+    boot = means[draws].mean(axis=1)
+    low, high = np.percentile(boot, [2.5, 97.5])
+    return Estimate(mean=float(means.mean()), low=float(low), high=float(high), n=int(means.size))

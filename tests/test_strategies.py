@@ -1,0 +1,162 @@
+"""Compaction strategies: each one changes what it should in a real env on a tiny task."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+
+import ac_env  # noqa: F401  (registers the ids)
+from ac_env.context import Context
+from ac_env.prompts import (
+    COMPACTION_REQUEST,
+    COMPACTION_SKIPPED,
+    MASKED_OUTPUT,
+    SYSTEM_PROMPT,
+    SYSTEM_PROMPT_NO_COMPACTION,
+)
+from ac_env.strategies import DEFAULT_THRESHOLD, MASKING_KEEP, STRATEGIES, get_strategy
+from ac_env.tokens import ApproxTokenCounter
+
+SUMMARY = (
+    "# Auto Context Summary\n## Known\nadd() subtracts in calc/ops.py\n"
+    "## Workspace\nno changes yet\n## Next\nfix add"
+)
+
+
+def bash(command: str) -> str:
+    return f"THOUGHT: x\n```bash\n{command}\n```"
+
+
+def make(tiny_task_file, strategy: str, fallback: int | None = None, **extra):
+    kwargs = get_strategy(strategy).env_kwargs(fallback)
+    return gym.make(
+        "AutoCompact-SWE-v0", task_source=str(tiny_task_file), split=None, **kwargs, **extra
+    )
+
+
+def test_unknown_strategy_lists_the_valid_ones():
+    with pytest.raises(ValueError, match="valid strategies: none, fixed, self, learned"):
+        get_strategy("sometimes")
+
+
+def test_every_strategy_makes_a_valid_env(tiny_task_file):
+    for name in STRATEGIES:
+        env = make(tiny_task_file, name)
+        obs, _ = env.reset(seed=0)
+        assert obs[0]["role"] == "system"
+        env.close()
+
+
+def test_prompts_offer_compaction_only_where_the_strategy_relies_on_it():
+    offered = "2. Compact your context"
+    for strategy in STRATEGIES.values():
+        prompt = strategy.env_kwargs()["system_prompt"]
+        assert (offered in prompt) == strategy.proactive, strategy.name
+    assert "When NOT to compact" in STRATEGIES["self"].env["system_prompt"]
+    assert "When NOT to compact" not in STRATEGIES["learned"].env["system_prompt"]
+    assert STRATEGIES["learned"].env["system_prompt"] == SYSTEM_PROMPT
+
+
+def test_thresholds_and_the_length_fallback():
+    assert get_strategy("none").env_kwargs()["forced_compaction_threshold"] is None
+    assert get_strategy("fixed").env_kwargs()["forced_compaction_threshold"] == DEFAULT_THRESHOLD
+    assert get_strategy("fixed").env_kwargs(4000)["forced_compaction_threshold"] == 4000
+    assert get_strategy("learned").env_kwargs()["forced_compaction_threshold"] is None
+    assert get_strategy("masking").env_kwargs(900)["forced_compaction_threshold"] == 900
+    assert get_strategy("fixed").env_kwargs(None, 4096)["forced_compaction_threshold"] == 4096
+    assert get_strategy("fixed").env_kwargs(2000, 4096)["forced_compaction_threshold"] == 2000
+    assert get_strategy("none").env_kwargs(None, 4096)["forced_compaction_threshold"] is None
+    with pytest.raises(ValueError, match="fallback_threshold"):
+        get_strategy("self").env_kwargs(0)
+
+
+def test_learned_with_a_fallback_is_asked_for_a_summary(tiny_task_file):
+    env = make(tiny_task_file, "learned", fallback=1500)
+    env.reset(seed=0)
+    obs, *_, info = env.step(bash("cat calc/ops.py tests/test_ops.py; seq 1 400"))
+    assert info["compaction_requested"] and obs[-1]["content"] == COMPACTION_REQUEST
+    env.close()
+
+
+def test_summary_ignored_keeps_the_history_and_the_cache(tiny_task_file):
+    env = make(tiny_task_file, "summary_ignored")
+    env.reset(seed=0)
+    obs, *_ = env.step(bash("echo one"))
+    obs, _, _, _, info = env.step(SUMMARY)
+    assert not info["prefix_rewritten"] and info["segment"] == 0
+    assert [m["content"] for m in obs[-2:]] == [SUMMARY, COMPACTION_SKIPPED]
+    assert "one" in obs[3]["content"]  # the command's output is still there
+    prompt_before = info["context_tokens"]
+    _, _, _, _, info = env.step(bash("echo two"))
+    # nothing was rewritten: the whole previous prompt is a cache hit
+    assert info["cost"]["step"]["input_cached"] > 0
+    assert info["cost"]["step"]["input_uncached"] < prompt_before
+    trajectory = env.unwrapped.trajectory
+    assert trajectory.compactions() == []
+    assert trajectory.model_calls()[1].action["kind"] == "compact"
+    env.close()
+
+
+def test_none_skips_a_summary_it_did_not_ask_for(tiny_task_file):
+    env = make(tiny_task_file, "none")
+    obs, _ = env.reset(seed=0)
+    assert obs[0]["content"] == SYSTEM_PROMPT_NO_COMPACTION
+    obs, _, _, _, info = env.step(SUMMARY)
+    assert not info["prefix_rewritten"] and obs[-1]["content"] == COMPACTION_SKIPPED
+    env.close()
+
+
+def test_learned_applies_the_summary(tiny_task_file):
+    env = make(tiny_task_file, "learned")
+    env.reset(seed=0)
+    env.step(bash("echo one"))
+    obs, _, _, _, info = env.step(SUMMARY)
+    assert info["prefix_rewritten"] and obs[2]["content"] == SUMMARY and len(obs) == 3
+    env.close()
+
+
+def test_masking_replaces_old_outputs_and_breaks_the_cache_there(tiny_task_file):
+    env = make(tiny_task_file, "masking")
+    env.reset(seed=0)
+    infos = []
+    for i in range(MASKING_KEEP + 2):
+        obs, _, _, _, info = env.step(bash(f"echo output-{i}"))
+        infos.append(info)
+    outputs = [m["content"] for m in obs if m["role"] == "user"][1:]  # after the task
+    assert outputs[:2] == [MASKED_OUTPUT, MASKED_OUTPUT]
+    assert [f"output-{i}" in o for i, o in enumerate(outputs)] == [False] * 2 + [True] * 5
+    assert not any(i["prefix_rewritten"] for i in infos[:MASKING_KEEP])
+    sixth = infos[MASKING_KEEP]
+    assert sixth["prefix_rewritten"] and sixth["rewrite_from"] == 3  # the first output
+    assert sixth["compaction"]["kind"] == "masking" and sixth["segment"] == 1
+    # the next call is a cache hit only up to the message the last masking changed
+    last_rewrite = infos[-1]["rewrite_from"]
+    assert last_rewrite == 5  # the second output
+    _, _, _, _, info = env.step(bash("echo last"))
+    prefix = env.unwrapped.trajectory.model_calls()[-1].messages[:last_rewrite]
+    counter = ApproxTokenCounter()
+    cached = sum(counter.count(m["content"]) + counter.message_overhead(m["role"]) for m in prefix)
+    assert info["cost"]["step"]["input_cached"] == cached
+    events = env.unwrapped.trajectory.compactions()
+    assert [e.trigger for e in events] == ["masking", "masking", "masking"]
+    assert [e.segment_after for e in events] == [1, 2, 3]
+    env.close()
+
+
+def test_context_masking_unit():
+    context = Context(ApproxTokenCounter(), "system", "task")
+    for i in range(4):
+        context.append("assistant", f"cmd {i}", "action")
+        context.append("user", "long output " * 50, "observation")
+    before = context.tokens
+    done = context.mask_observations(2, MASKED_OUTPUT)
+    assert done is not None and done.rewrite_from == 3 and done.segment == 1
+    assert context.tokens < before and done.tokens_after == context.tokens
+    assert [m.content == MASKED_OUTPUT for m in context.messages[3::2]] == [
+        True,
+        True,
+        False,
+        False,
+    ]
+    assert context.mask_observations(2, MASKED_OUTPUT) is None  # nothing new to mask
+    assert context.segment == 1
