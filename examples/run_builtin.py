@@ -1,6 +1,6 @@
 """Run the environment on a few built-in tasks, printing every step and the final reward.
 
-    .venv/bin/python examples/run_builtin.py [--policy reference|gold] [--split easy] [--tasks 3]
+.venv/bin/python examples/run_builtin.py [--policy reference|gold] [--split easy] [--tasks 3]
 """
 
 from __future__ import annotations

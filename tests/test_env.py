@@ -283,3 +283,34 @@ def test_abort_grades_and_records_the_end(tiny_task_file):
     with pytest.raises(RuntimeError):
         env.unwrapped.abort("policy_error")
     env.close()
+
+
+def test_readme_snippet_on_the_builtin_suite():
+    env = gym.make("AutoCompact-SWE-v0")  # built-in task suite, local sandbox
+    obs, info = env.reset(seed=0)
+    assert env.unwrapped.task.split == "easy" and len(obs) == 2
+    obs, r, terminated, truncated, info = env.step(
+        "THOUGHT: find it\n```bash\ngrep -rn 'def ' src | head\n```"
+    )
+    assert obs[-1]["content"].startswith("[exit code")
+    obs, r, terminated, truncated, info = env.step(
+        "# Auto Context Summary\n## Known\n...\n## Workspace\n...\n## Next\n..."
+    )
+    assert info["prefix_rewritten"] and info["segment"] == 1
+    env.close()
+
+
+def test_example_script_runs(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).parent.parent / "examples" / "run_builtin.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--policy", "gold", "--tasks", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "submitted: reward 1.0" in done.stdout
