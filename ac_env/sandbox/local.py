@@ -24,6 +24,7 @@ escapes the kill.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import stat
@@ -464,16 +465,29 @@ def _make_base_git(snapshot: Path, base_git: Path, base_commit: str) -> None:
     commit, no config, the snapshot's info/exclude."""
     pack_dir = base_git / "objects" / "pack"
     pack_dir.mkdir(parents=True)
-    objects = _host_git(snapshot, "rev-list", "--objects", base_commit)
-    pack = _host_git(snapshot, "pack-objects", "--stdout", "-q", stdin=objects)
+    pack, index = _base_pack(str(snapshot), base_commit)
     (pack_dir / "pack-base.pack").write_bytes(pack)
+    (pack_dir / "pack-base.idx").write_bytes(index)
     (base_git / "refs").mkdir()
     (base_git / "HEAD").write_text(f"{base_commit}\n")
-    _host_git(base_git, "index-pack", str(pack_dir / "pack-base.pack"))
     exclude = snapshot / ".git" / "info" / "exclude"
     if exclude.is_file():
         (base_git / "info").mkdir()
         shutil.copyfile(exclude, base_git / "info" / "exclude")
+
+
+@functools.lru_cache(maxsize=64)
+def _base_pack(snapshot: str, base_commit: str) -> tuple[bytes, bytes]:
+    """The pack of the objects reachable from ``base_commit`` and its index. Objects are
+    content-addressed, so a (snapshot, commit) pair always packs the same: each episode on
+    the same task reuses it instead of running three git processes."""
+    objects = _host_git(Path(snapshot), "rev-list", "--objects", base_commit)
+    pack = _host_git(Path(snapshot), "pack-objects", "--stdout", "-q", stdin=objects)
+    with tempfile.TemporaryDirectory(prefix="autocompact-pack-") as scratch:
+        pack_path = Path(scratch) / "base.pack"
+        pack_path.write_bytes(pack)
+        _host_git(Path(scratch) / "x.git", "index-pack", str(pack_path))
+        return pack, pack_path.with_suffix(".idx").read_bytes()
 
 
 def _make_workspace_git(repo_git: Path, base_git: Path, base_commit: str) -> None:
