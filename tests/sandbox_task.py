@@ -6,16 +6,18 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from ac_env.tasks.model import Task
+from ac_env.tasks.model import GroundTruth, Task
 
 BUGGY = '''"""Arithmetic helpers."""
 
 
 def add(a, b):
+    """Return a + b."""
     return a - b
 
 
 def mul(a, b):
+    """Return a * b."""
     return a * b
 '''
 TESTS = """from calc.ops import add, mul
@@ -36,9 +38,12 @@ def test_add_negative():
 """
 
 
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+
+
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        [*GIT, *args],
         cwd=repo,
         check=True,
         capture_output=True,
@@ -57,7 +62,7 @@ def diff_after(repo: Path, files: dict[str, str]) -> str:
     return patch
 
 
-def make_task(root: Path, *, hidden_test: bool = False) -> Task:
+def make_task(root: Path, *, hidden_test: bool = False, instance_id: str = "calc-add") -> Task:
     repo = root / "calc-repo"
     (repo / "calc").mkdir(parents=True)
     (repo / "tests").mkdir()
@@ -73,7 +78,7 @@ def make_task(root: Path, *, hidden_test: bool = False) -> Task:
     if hidden_test:
         fail_to_pass.append("tests/test_hidden.py::test_add_negative")
     return Task(
-        instance_id="calc-add",
+        instance_id=instance_id,
         repo="local/calc",
         problem_statement="add(2, 3) returns -1",
         patch=gold,
@@ -82,4 +87,5 @@ def make_task(root: Path, *, hidden_test: bool = False) -> Task:
         PASS_TO_PASS=["tests/test_ops.py::test_mul"],
         snapshot_dir=repo,
         test_files=["tests/test_ops.py", *(["tests/test_hidden.py"] if hidden_test else [])],
+        ground_truth=GroundTruth(files=["calc/ops.py"], functions=["calc.ops:add"]),
     )

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from conftest import GIT, make_tiny_task
+from conftest import make_tiny_task
+from sandbox_task import GIT
 
 import ac_env  # noqa: F401  (registers the ids)
 from ac_env.actions import Bash, Compact, Submit, TerminalParser
