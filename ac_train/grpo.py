@@ -1,0 +1,394 @@
+"""Segment-aware GRPO, synchronous: sample, segment, advantage, one optimizer step; repeat.
+
+Each step draws ``tasks_per_step`` tasks and runs ``rollouts_per_task`` episodes of each from the
+same start with the current policy (one env per rollout worker, sampling at ``temperature``).
+Every trajectory is cut into segments at its rewrites (``ac_train.segments``); the group-relative
+advantage of the trajectory is shared by all its segments, and ``ac_train.grpo_loss`` takes one
+token-mean clipped step on them. Metrics go to ``OUTPUT_DIR/metrics.jsonl`` (one line a step);
+checkpoints to ``OUTPUT_DIR/checkpoint-<steps done>`` every ``save_every`` steps, and a run
+started again in the same directory continues from the latest one.
+
+Defaults follow the method: learning rate 1e-6, 8 tasks x 8 rollouts, 50 env steps and 32K
+tokens per rollout, no KL, no entropy bonus.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import torch
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from tqdm import tqdm
+from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
+
+import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
+from ac_env.agents.rollout import RolloutJob, rollout_many
+from ac_env.trajectory import Trajectory
+from ac_train.grpo_loss import (
+    ClipRange,
+    LearnerStats,
+    PolicySequence,
+    accumulate_gradients,
+    group_advantages,
+    policy_sequences,
+)
+from ac_train.models import TransformersPolicy, load_model
+from ac_train.segments import PrefixMismatch, Segment, segment_trajectory
+
+logger = logging.getLogger(__name__)
+
+ENV_ID = "AutoCompact-SWE-v0"
+CHECKPOINT_PREFIX = "checkpoint-"
+TRAINER_STATE = "trainer_state.pt"
+METRICS_FILE = "metrics.jsonl"
+
+
+class GRPOConfig(BaseModel):
+    """One GRPO run. ``env`` holds the env's own options (``task_source``, ``split``,
+    ``sandbox``, ...); the rollout limits are ``rollout_max_steps`` / ``rollout_max_tokens``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    output_dir: Path = Field(description="metrics.jsonl and checkpoint-<step> directories")
+    model: str = Field(default="smollm2", description="'smollm2', an HF name or a checkpoint dir")
+    env: dict[str, Any] = Field(default_factory=dict, description="AutoCompact-SWE-v0 options")
+    steps: int = Field(default=100, ge=1, description="optimizer steps in the whole run")
+    tasks_per_step: int = Field(default=8, ge=1)
+    rollouts_per_task: int = Field(default=8, ge=2, description="the group size G")
+    rollout_max_steps: int = Field(default=50, ge=1, description="env steps per rollout")
+    rollout_max_tokens: int = Field(default=32_768, ge=1, description="context window (tokens)")
+    max_new_tokens: int = Field(default=1024, ge=1, description="per model call")
+    temperature: float = Field(default=1.0, gt=0, description="sampling and learner temperature")
+    rollout_workers: int = Field(default=1, ge=1, description="episodes run at once")
+    learning_rate: float = Field(default=1e-6, gt=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+    max_grad_norm: float | None = Field(default=1.0, gt=0, description="None: no clipping")
+    clip_low: float = Field(default=0.2, gt=0, lt=1, description="ratio floor is 1 - clip_low")
+    clip_high: float | None = Field(
+        default=None, gt=0, description="ratio ceiling is 1 + clip_high; None: clip_low"
+    )
+    scale_advantages_by_std: bool = Field(
+        default=True, description="divide by the group's std + eps; False: Dr. GRPO"
+    )
+    advantage_eps: float = Field(default=1e-6, gt=0)
+    micro_batch_size: int = Field(default=4, ge=1, description="segments per forward pass")
+    prefix_mismatch: PrefixMismatch = Field(
+        default="split", description="a prompt that is not a token prefix starts a new part"
+    )
+    save_every: int = Field(default=10, ge=1, description="steps between checkpoints")
+    resume: bool = Field(default=True, description="continue from the latest checkpoint")
+    seed: int = 0
+    progress: bool = True
+
+    @model_validator(mode="after")
+    def _limits_not_in_env(self) -> GRPOConfig:
+        for name in ("max_steps", "context_window"):
+            if name in self.env:
+                raise ValueError(
+                    f"env.{name}: set the rollout limit with rollout_max_steps / "
+                    "rollout_max_tokens instead"
+                )
+        return self
+
+    @property
+    def clip(self) -> ClipRange:
+        high = self.clip_low if self.clip_high is None else self.clip_high
+        return ClipRange(low=self.clip_low, high=high)
+
+    def make_env(self) -> gym.Env[Any, Any]:
+        return gym.make(
+            ENV_ID,
+            max_steps=self.rollout_max_steps,
+            context_window=self.rollout_max_tokens,
+            **self.env,
+        )
+
+
+class StepMetrics(BaseModel):
+    """One line of ``metrics.jsonl``. Per-trajectory figures count every finished rollout."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int
+    policy_version: int = Field(description="optimizer steps behind the policy that sampled")
+    rollouts: int
+    infra_errors: int
+    reward_mean: float | None = Field(description="over rollouts without an infra error")
+    solved_groups: int = Field(description="groups with at least one reward of 1")
+    informative_groups: int = Field(description="groups with unequal rewards (a gradient)")
+    compactions_per_trajectory: float
+    segments_per_trajectory: float
+    trained_sequences: int
+    trained_tokens: int
+    tokens: int = Field(description="tokens fed to the learner")
+    loss: float
+    clip_fraction: float
+    grad_norm: float | None
+    rollout_s: float
+    learn_s: float
+
+
+def learner_step(
+    model: PreTrainedModel,
+    optimizer: torch.optim.Optimizer,
+    sequences: Sequence[PolicySequence],
+    config: GRPOConfig,
+    pad_token_id: int,
+) -> tuple[LearnerStats, float | None]:
+    """One optimizer step on ``sequences``; returns the learner's figures and the gradient
+    norm before clipping (``None`` when nothing was trained and no step was taken)."""
+    optimizer.zero_grad(set_to_none=True)
+    stats = accumulate_gradients(
+        model,
+        sequences,
+        micro_batch_size=config.micro_batch_size,
+        clip=config.clip,
+        temperature=config.temperature,
+        pad_token_id=pad_token_id,
+    )
+    if not stats.trained_tokens:
+        return stats, None
+    max_norm = config.max_grad_norm if config.max_grad_norm is not None else float("inf")
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return stats, grad_norm
+
+
+class GRPOTrainer:
+    """``GRPOTrainer(config).train()``. A model and tokenizer may be passed in (tests, an SFT
+    checkpoint already loaded); otherwise ``config.model`` is loaded."""
+
+    def __init__(
+        self,
+        config: GRPOConfig,
+        model: PreTrainedModel | None = None,
+        tokenizer: PreTrainedTokenizerBase | None = None,
+    ) -> None:
+        if (model is None) != (tokenizer is None):
+            raise ValueError("pass both model and tokenizer, or neither")
+        if model is None or tokenizer is None:
+            model, tokenizer = load_model(config.model)
+        self.config = config
+        self.model = model
+        self.tokenizer = tokenizer
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.pad_token_id = int(pad)
+        self.optimizer = torch.optim.AdamW(
+            model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
+        )
+        self.task_ids = self._task_ids()
+        if config.tasks_per_step > len(self.task_ids):
+            raise ValueError(
+                f"tasks_per_step ({config.tasks_per_step}) exceeds the {len(self.task_ids)} "
+                "tasks the env offers"
+            )
+        self.start_step = 0
+
+    def train(self) -> list[StepMetrics]:
+        config = self.config
+        config.output_dir.mkdir(parents=True, exist_ok=True)
+        checkpoint = latest_checkpoint(config.output_dir) if config.resume else None
+        if checkpoint is not None:
+            self.start_step = self.load_checkpoint(checkpoint)
+            message = f"resumed from {checkpoint} at step {self.start_step}"
+            logger.info(message)
+            tqdm.write(message)
+        _keep_metrics_before(config.output_dir / METRICS_FILE, self.start_step)
+        history = []
+        steps = tqdm(
+            range(self.start_step, config.steps),
+            initial=self.start_step,
+            total=config.steps,
+            desc="grpo",
+            unit="step",
+            disable=not config.progress,
+        )
+        for step in steps:
+            metrics = self.step(step)
+            history.append(metrics)
+            with (config.output_dir / METRICS_FILE).open("a", encoding="utf-8") as out:
+                out.write(metrics.model_dump_json() + "\n")
+            steps.set_postfix(reward=metrics.reward_mean, tokens=metrics.trained_tokens)
+            done = step + 1
+            if done % config.save_every == 0 or done == config.steps:
+                self.save_checkpoint(done)
+        return history
+
+    def step(self, step: int) -> StepMetrics:
+        """Rollouts with the current policy, then one optimizer step on their segments."""
+        config = self.config
+        started = time.perf_counter()
+        tasks = random.Random(f"{config.seed}:{step}").sample(self.task_ids, config.tasks_per_step)
+        groups = [[task] * config.rollouts_per_task for task in tasks]
+        trajectories = self.rollouts([task for group in groups for task in group], step)
+        rollout_s = time.perf_counter() - started
+
+        started = time.perf_counter()
+        rewards = [_reward(t) for t in trajectories]
+        advantages: list[float | None] = []
+        for first in range(0, len(rewards), config.rollouts_per_task):
+            advantages += group_advantages(
+                rewards[first : first + config.rollouts_per_task],
+                scale_by_std=config.scale_advantages_by_std,
+                eps=config.advantage_eps,
+            )
+        segments: list[Segment] = []
+        advantage_of: dict[str, float | None] = {}
+        for index, (trajectory, advantage) in enumerate(zip(trajectories, advantages, strict=True)):
+            cut = segment_trajectory(
+                trajectory,
+                self.tokenizer,
+                run_id=f"step{step}-{index}",
+                prefix_mismatch=config.prefix_mismatch,
+            )
+            segments += cut
+            advantage_of.update({s.trajectory_id: advantage for s in cut})
+        sequences = policy_sequences(segments, advantage_of)
+        stats, grad_norm = learner_step(
+            self.model, self.optimizer, sequences, config, self.pad_token_id
+        )
+        learn_s = time.perf_counter() - started
+
+        valid = [r for r in rewards if r is not None]
+        size = config.rollouts_per_task
+        reward_groups = [rewards[i : i + size] for i in range(0, len(rewards), size)]
+        return StepMetrics(
+            step=step,
+            policy_version=step,
+            rollouts=len(trajectories),
+            infra_errors=len(rewards) - len(valid),
+            reward_mean=sum(valid) / len(valid) if valid else None,
+            solved_groups=sum(any(r == 1 for r in group) for group in reward_groups),
+            informative_groups=sum(
+                len({r for r in group if r is not None}) > 1 for group in reward_groups
+            ),
+            compactions_per_trajectory=_mean([len(t.compactions()) for t in trajectories]),
+            segments_per_trajectory=len({(s.trajectory_id, s.segment_index) for s in segments})
+            / max(len(trajectories), 1),
+            trained_sequences=stats.sequences,
+            trained_tokens=stats.trained_tokens,
+            tokens=stats.tokens,
+            loss=stats.loss,
+            clip_fraction=stats.clip_fraction,
+            grad_norm=grad_norm,
+            rollout_s=rollout_s,
+            learn_s=learn_s,
+        )
+
+    def rollouts(self, task_ids: list[str], step: int) -> list[Trajectory]:
+        """One episode per entry of ``task_ids``, in order, sampled by the current weights."""
+        self.model.eval()  # no dropout: the learner recomputes the sampler's log-probs
+        made = iter(range(self.config.rollout_workers))
+
+        def policy() -> TransformersPolicy:
+            return TransformersPolicy(
+                self.model,
+                self.tokenizer,
+                max_new_tokens=self.config.max_new_tokens,
+                temperature=self.config.temperature,
+                seed=hash((self.config.seed, step, next(made))) % 2**63,
+                policy_version=step,
+            )
+
+        jobs = [RolloutJob(options={"task_id": task_id}) for task_id in task_ids]
+        return rollout_many(
+            self.config.make_env,
+            policy,
+            jobs,
+            workers=self.config.rollout_workers,
+            progress=self.config.progress,
+        )
+
+    def save_checkpoint(self, steps_done: int) -> Path:
+        """``checkpoint-<steps_done>``: the model (``save_pretrained``), tokenizer, optimizer,
+        step and torch RNG; written aside and renamed, so a partial one is never picked up."""
+        target = self.config.output_dir / f"{CHECKPOINT_PREFIX}{steps_done}"
+        staging = target.with_name(f".{target.name}.tmp")
+        shutil.rmtree(staging, ignore_errors=True)
+        self.model.save_pretrained(staging)
+        self.tokenizer.save_pretrained(staging)
+        state = {
+            "step": steps_done,
+            "optimizer": self.optimizer.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+        }
+        torch.save(state, staging / TRAINER_STATE)
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)
+        return target
+
+    def load_checkpoint(self, checkpoint: Path) -> int:
+        """Restore the weights, optimizer and RNG saved in ``checkpoint``; returns its step."""
+        saved = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=self.model.dtype)
+        self.model.load_state_dict(saved.state_dict())
+        state = torch.load(checkpoint / TRAINER_STATE, weights_only=False)
+        self.optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        return int(state["step"])
+
+    def _task_ids(self) -> list[str]:
+        env = self.config.make_env()
+        try:
+            return [task.instance_id for task in env.unwrapped.tasks]  # type: ignore[attr-defined]
+        finally:
+            env.close()
+
+
+def latest_checkpoint(output_dir: Path) -> Path | None:
+    """The finished ``checkpoint-<n>`` with the largest ``n``, if any."""
+    found = []
+    for path in output_dir.glob(f"{CHECKPOINT_PREFIX}*"):
+        number = path.name.removeprefix(CHECKPOINT_PREFIX)
+        if number.isdigit() and (path / TRAINER_STATE).is_file():
+            found.append((int(number), path))
+    return max(found)[1] if found else None
+
+
+def read_metrics(output_dir: Path) -> list[StepMetrics]:
+    path = output_dir / METRICS_FILE
+    if not path.is_file():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [StepMetrics.model_validate_json(line) for line in lines if line.strip()]
+
+
+def _keep_metrics_before(path: Path, step: int) -> None:
+    """Drop lines of steps a resumed run will redo (written after the last checkpoint)."""
+    if not path.is_file():
+        return
+    kept = [
+        line
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip() and json.loads(line)["step"] < step
+    ]
+    path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+
+
+def _reward(trajectory: Trajectory) -> float | None:
+    end = trajectory.end
+    if end is None or end.infra_error is not None:
+        return None
+    return end.reward
+
+
+def _mean(values: list[int]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+__all__ = [
+    "GRPOConfig",
+    "GRPOTrainer",
+    "StepMetrics",
+    "latest_checkpoint",
+    "learner_step",
+    "read_metrics",
+]

@@ -1,0 +1,214 @@
+"""The learner side of segment-aware GRPO: group advantages and the token-mean clipped loss.
+
+A trajectory's advantage is shared by every trained token of every one of its segments. The loss
+of one optimizer step is
+
+    L = -(1 / N) * sum over trained tokens t of min(rho_t * A, clip(rho_t, 1 - low, 1 + high) * A)
+
+with ``rho_t = exp(log pi(t) - log mu(t))`` against the behaviour log-prob ``mu`` the sampler
+recorded, ``A`` the token's trajectory advantage and ``N`` the number of trained tokens in the
+whole step (all micro-batches). No KL term, no entropy bonus. Because ``N`` counts tokens, not
+sequences, cutting a trajectory into more segments does not change its weight, and splitting the
+step into micro-batches does not change the gradient.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from transformers import PreTrainedModel
+
+from ac_train.segments import Segment
+
+
+def group_advantages(
+    rewards: Sequence[float | None], *, scale_by_std: bool = True, eps: float = 1e-6
+) -> list[float | None]:
+    """``r_i - mean(r)`` over the group, divided by ``std(r) + eps`` when ``scale_by_std``
+    (off: Dr. GRPO). A ``None`` reward (infra error) is left out of the baseline and gets
+    ``None``: no gradient. A group whose rewards are all equal gets 0 everywhere. The std is the
+    population std of the group's valid rewards."""
+    valid = [r for r in rewards if r is not None]
+    if not valid:
+        return [None] * len(rewards)
+    mean = sum(valid) / len(valid)
+    std = math.sqrt(sum((r - mean) ** 2 for r in valid) / len(valid))
+    if std == 0:
+        return [None if r is None else 0.0 for r in rewards]
+    scale = std + eps if scale_by_std else 1.0
+    return [None if r is None else (r - mean) / scale for r in rewards]
+
+
+@dataclass(frozen=True)
+class PolicySequence:
+    """One segment as the learner sees it: ``trained[t]`` says token ``t`` is an on-policy
+    output (``Segment.grpo_mask``) with behaviour log-prob ``behaviour_logprobs[t]``."""
+
+    input_ids: list[int]
+    trained: list[bool]
+    behaviour_logprobs: list[float]
+    advantage: float
+
+    @property
+    def trained_tokens(self) -> int:
+        return sum(self.trained)
+
+
+def policy_sequences(
+    segments: Sequence[Segment], advantages: Mapping[str, float | None]
+) -> list[PolicySequence]:
+    """The segments that carry a gradient: those of trajectories with a nonzero advantage
+    (``advantages`` is keyed by ``trajectory_id``) and at least one trained token."""
+    sequences = []
+    for segment in segments:
+        advantage = advantages.get(segment.trajectory_id)
+        if not advantage:
+            continue
+        trained = segment.grpo_mask()
+        if trained and trained[0]:
+            raise ValueError(f"segment {segment.id}: its first token cannot be trained")
+        behaviour = []
+        for position, (is_trained, logprob) in enumerate(
+            zip(trained, segment.behaviour_logprobs, strict=True)
+        ):
+            if is_trained and logprob is None:
+                raise ValueError(
+                    f"segment {segment.id}: policy token {position} has no behaviour log-prob; "
+                    "GRPO needs a policy that records output_logprobs"
+                )
+            behaviour.append(logprob if is_trained and logprob is not None else 0.0)
+        if any(trained):
+            sequences.append(PolicySequence(segment.input_ids, trained, behaviour, advantage))
+    return sequences
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """Right-padded tensors of a few sequences, shape ``(B, T)`` (``advantages``: ``(B,)``)."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    trained: torch.Tensor
+    behaviour_logprobs: torch.Tensor
+    advantages: torch.Tensor
+
+
+def collate(sequences: Sequence[PolicySequence], pad_token_id: int) -> MicroBatch:
+    length = max(len(s.input_ids) for s in sequences)
+
+    def padded(rows: list[list[Any]], value: Any) -> list[list[Any]]:
+        return [row + [value] * (length - len(row)) for row in rows]
+
+    return MicroBatch(
+        input_ids=torch.tensor(padded([s.input_ids for s in sequences], pad_token_id)),
+        attention_mask=torch.tensor(padded([[1] * len(s.input_ids) for s in sequences], 0)),
+        trained=torch.tensor(padded([s.trained for s in sequences], False), dtype=torch.bool),
+        behaviour_logprobs=torch.tensor(
+            padded([s.behaviour_logprobs for s in sequences], 0.0), dtype=torch.float32
+        ),
+        advantages=torch.tensor([s.advantage for s in sequences], dtype=torch.float32),
+    )
+
+
+def token_logprobs(
+    model: PreTrainedModel, batch: MicroBatch, temperature: float = 1.0
+) -> torch.Tensor:
+    """Log-probs of the trained tokens of ``batch``, flat in row-major order (the order of
+    ``batch.trained``), under ``log_softmax(logits / temperature)``: the sampler's distribution.
+    Logits are computed only where a trained token is predicted (``logits_to_keep`` as a mask),
+    which spares the vocabulary projection and softmax of every context token."""
+    trained = batch.trained[:, 1:]
+    predicting = torch.zeros_like(batch.trained)
+    predicting[:, :-1] = trained
+    logits = model(
+        input_ids=batch.input_ids, attention_mask=batch.attention_mask, logits_to_keep=predicting
+    ).logits
+    targets = batch.input_ids[:, 1:][trained]
+    return -F.cross_entropy(logits.float() / temperature, targets, reduction="none")
+
+
+@dataclass(frozen=True)
+class ClipRange:
+    """The ratio is clipped to ``[1 - low, 1 + high]`` (``high > low``: DAPO's clip-higher)."""
+
+    low: float = 0.2
+    high: float = 0.2
+
+
+def clipped_loss_sum(
+    logprobs: torch.Tensor,
+    behaviour_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    clip: ClipRange,
+) -> tuple[torch.Tensor, int]:
+    """Sum over tokens of ``-min(rho * A, clip(rho) * A)``, and how many tokens had their ratio
+    outside the clip range. The three tensors hold one entry per trained token."""
+    ratio = torch.exp(logprobs - behaviour_logprobs)
+    clipped = torch.clamp(ratio, 1 - clip.low, 1 + clip.high)
+    per_token = -torch.minimum(ratio * advantages, clipped * advantages)
+    outside = (ratio < 1 - clip.low) | (ratio > 1 + clip.high)
+    return per_token.sum(), int(outside.sum())
+
+
+@dataclass(frozen=True)
+class LearnerStats:
+    loss: float
+    trained_tokens: int
+    tokens: int
+    sequences: int
+    clip_fraction: float
+
+
+def accumulate_gradients(
+    model: PreTrainedModel,
+    sequences: Sequence[PolicySequence],
+    *,
+    micro_batch_size: int,
+    clip: ClipRange,
+    temperature: float = 1.0,
+    pad_token_id: int = 0,
+) -> LearnerStats:
+    """Backpropagate one optimizer step's token-mean loss into ``model``'s ``.grad``, a
+    micro-batch at a time; the caller steps the optimizer. Nothing to train: no gradient."""
+    if micro_batch_size < 1:
+        raise ValueError(f"micro_batch_size: must be at least 1, got {micro_batch_size}")
+    total = sum(s.trained_tokens for s in sequences)
+    loss, clipped = 0.0, 0
+    for start in range(0, len(sequences) if total else 0, micro_batch_size):
+        batch = collate(sequences[start : start + micro_batch_size], pad_token_id)
+        trained = batch.trained[:, 1:]
+        loss_sum, outside = clipped_loss_sum(
+            token_logprobs(model, batch, temperature),
+            batch.behaviour_logprobs[:, 1:][trained],
+            batch.advantages[:, None].expand_as(trained)[trained],
+            clip,
+        )
+        (loss_sum / total).backward()
+        loss += float(loss_sum.detach()) / total
+        clipped += outside
+    return LearnerStats(
+        loss=loss,
+        trained_tokens=total,
+        tokens=sum(len(s.input_ids) for s in sequences),
+        sequences=len(sequences),
+        clip_fraction=clipped / total if total else 0.0,
+    )
+
+
+__all__ = [
+    "ClipRange",
+    "LearnerStats",
+    "MicroBatch",
+    "PolicySequence",
+    "accumulate_gradients",
+    "clipped_loss_sum",
+    "collate",
+    "group_advantages",
+    "policy_sequences",
+    "token_logprobs",
+]
