@@ -1,0 +1,1 @@
+"""Environments built on ``AutoCompact-SWE-v0`` (``timing``: when to compact, for SB3)."""
