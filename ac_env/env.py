@@ -145,7 +145,9 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
             self.context.append("assistant", output, "action")
             self.context.append("user", COMPACTION_SKIPPED, "compaction_skipped")
         elif isinstance(parsed, Compact):
-            rewrite = self._rewrite(parsed.summary, "proactive", "policy")
+            by_fallback = generation.get("produced_by") == "fallback"
+            author: Literal["policy", "fallback"] = "fallback" if by_fallback else "policy"
+            rewrite = self._rewrite(parsed.summary, "proactive", author)
         elif isinstance(parsed, Submit):
             self.context.append("assistant", output, "action")
             exit_reason = "submitted"

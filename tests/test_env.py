@@ -314,3 +314,15 @@ def test_example_script_runs(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "submitted: reward 1.0" in done.stdout
+
+
+def test_a_fallback_authored_summary_is_recorded_as_fallback(tiny_task_file):
+    env = make(tiny_task_file)
+    env.reset(seed=0)
+    env.step(bash("ls"))
+    *_, info = env.step(PolicyOutput(text=SUMMARY, produced_by="fallback"))
+    assert info["compaction"]["summarizer"] == "fallback"
+    call = env.unwrapped.trajectory.model_calls()[-1]
+    assert call.produced_by == "fallback"
+    assert env.unwrapped.trajectory.compactions()[-1].summarizer == "fallback"
+    env.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class PolicyOutput(BaseModel):
@@ -21,7 +21,10 @@ class PolicyOutput(BaseModel):
     output_token_ids: list[int] | None = None
     output_logprobs: list[float] | None = None
     policy_version: int | None = None
-    produced_by: Literal["policy", "judge"] = "policy"
+    produced_by: Literal["policy", "judge", "fallback"] = Field(
+        default="policy",
+        description="'fallback': written by a model-free summarizer (recorded, never trained)",
+    )
     rejected_output: str | None = None
     correction: str | None = None
 
