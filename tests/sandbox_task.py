@@ -3,6 +3,7 @@ a failing and a passing test, a gold patch, and (optionally) a hidden test in te
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -89,3 +90,31 @@ def make_task(root: Path, *, hidden_test: bool = False, instance_id: str = "calc
         test_files=["tests/test_ops.py", *(["tests/test_hidden.py"] if hidden_test else [])],
         ground_truth=GroundTruth(files=["calc/ops.py"], functions=["calc.ops:add"]),
     )
+
+
+def processes_mentioning(marker: str) -> list[int]:
+    """Host pids whose command line holds ``marker`` (containers' processes included)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def apply_at_base(snapshot: Path, patch: str, fresh: Path) -> Path:
+    """A copy of ``snapshot`` at ``fresh`` with ``patch`` applied by ``git apply`` (which
+    must accept it, non-UTF-8 bytes included); returns ``fresh``."""
+    shutil.copytree(snapshot, fresh, symlinks=True)
+    applied = subprocess.run(
+        ["git", "apply", "-"],
+        cwd=fresh,
+        input=patch.encode("utf-8", "surrogateescape"),
+        capture_output=True,
+        check=False,
+    )
+    assert applied.returncode == 0, applied.stderr
+    return fresh

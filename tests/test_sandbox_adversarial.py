@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sandbox_task import make_task
+from sandbox_task import make_task, processes_mentioning
 
 from ac_env.grading import grade
 from ac_env.sandbox.base import Sandbox, SandboxError
@@ -85,19 +85,6 @@ def make_box(backend: str, task: Task) -> Iterator[BoxFactory]:
 @pytest.fixture
 def box(make_box: BoxFactory) -> Sandbox:
     return make_box()
-
-
-def processes_mentioning(marker: str) -> list[int]:
-    """Host pids whose command line holds ``marker`` (containers' processes included)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def file_digest(path: Path) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
-from sandbox_task import make_task
+from sandbox_task import apply_at_base, make_task
 
 import ac_env  # noqa: F401  (registers the env)
 from ac_env.sandbox.base import Sandbox, SandboxError
@@ -93,16 +93,7 @@ def test_diff_is_what_git_apply_accepts_at_the_base(box: DockerSandbox, task: Ta
     )
     patch = box.diff()
     assert "diff --git a/run.log" not in patch
-    fresh = tmp_path / "fresh"
-    subprocess.run(["cp", "-a", str(task.snapshot_dir), str(fresh)], check=True)
-    applied = subprocess.run(
-        ["git", "apply", "-"],
-        cwd=fresh,
-        input=patch.encode("utf-8", "surrogateescape"),
-        capture_output=True,
-        check=False,
-    )
-    assert applied.returncode == 0, applied.stderr
+    fresh = apply_at_base(task.snapshot_dir, patch, tmp_path / "fresh")
     for name in ("calc/ops.py", "data/blob.bin", "latin1.txt", "notes.txt", ".gitignore"):
         assert (fresh / name).read_bytes() == box.read_file(name), name
 

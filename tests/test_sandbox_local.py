@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 import resource
 import shutil
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sandbox_task import git, make_task
+from sandbox_task import apply_at_base, git, make_task, processes_mentioning
 
 from ac_env.sandbox.base import Sandbox, SandboxError
 from ac_env.sandbox.local import LocalSandbox
@@ -41,18 +40,6 @@ def bwrap_box(task: Task) -> Iterator[LocalSandbox]:
     with LocalSandbox() as box:
         box.start(task)
         yield box
-
-
-def processes_mentioning(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def test_is_a_sandbox():
@@ -181,16 +168,7 @@ def test_diff_is_what_git_apply_accepts_at_the_base(sandbox: LocalSandbox, task:
     )
     patch = sandbox.diff()
     assert "diff --git a/run.log" not in patch
-    fresh = Path(str(task.snapshot_dir) + "-fresh")
-    shutil.copytree(str(task.snapshot_dir), fresh)
-    applied = subprocess.run(
-        ["git", "apply", "-"],
-        cwd=fresh,
-        input=patch.encode("utf-8", "surrogateescape"),
-        capture_output=True,
-        check=False,
-    )
-    assert applied.returncode == 0, applied.stderr
+    fresh = apply_at_base(task.snapshot_dir, patch, Path(str(task.snapshot_dir) + "-fresh"))
     for name in ("calc/ops.py", "data/blob.bin", "latin1.txt", "notes.txt", ".gitignore"):
         assert (fresh / name).read_bytes() == sandbox.read_file(name), name
     assert not (fresh / "tests" / "test_ops.py").exists()
