@@ -34,16 +34,32 @@ class SkipAwareReference:
         return (self._continuing if skipped else self._compacting).act(observation)
 
 
-def policy_factory(worker: str, strategy: Strategy) -> PolicyFactory:
+def policy_factory(
+    worker: str,
+    strategy: Strategy,
+    temperature: float | None = None,
+    max_new_tokens: int | None = None,
+) -> PolicyFactory:
+    """``temperature`` and ``max_new_tokens`` apply to model workers; None keeps each
+    backend's default (HF: 0.7 and 256; HTTP: ``OpenAIChatPolicy``'s)."""
     if worker == "reference":
         return _reference_factory(strategy)
     if worker.startswith("hf:"):
-        return _hf_factory(worker.removeprefix("hf:"))
+        return _hf_factory(
+            worker.removeprefix("hf:"),
+            0.7 if temperature is None else temperature,
+            256 if max_new_tokens is None else max_new_tokens,
+        )
     if worker.startswith("openai:"):
         model, _, url = worker.removeprefix("openai:").partition("@")
         if not model or not url:
             raise ValueError(f"worker: {worker!r} is not openai:<model>@<base url>")
-        return lambda seed: OpenAIChatPolicy(url, model)
+        sampling: dict[str, Any] = {}
+        if temperature is not None:
+            sampling["temperature"] = temperature
+        if max_new_tokens is not None:
+            sampling["max_tokens"] = max_new_tokens
+        return lambda seed: OpenAIChatPolicy(url, model, **sampling)
     raise ValueError(f"unknown worker {worker!r}; valid: reference, hf:<path>, openai:<m>@<url>")
 
 
@@ -59,7 +75,7 @@ _models: dict[str, Any] = {}
 _models_lock = threading.Lock()
 
 
-def _hf_factory(path: str) -> PolicyFactory:
+def _hf_factory(path: str, temperature: float, max_new_tokens: int) -> PolicyFactory:
     def make(seed: int) -> Policy:
         from ac_train.models import TransformersPolicy, load_model
 
@@ -67,6 +83,8 @@ def _hf_factory(path: str) -> PolicyFactory:
             if path not in _models:
                 _models[path] = load_model(path)
         model, tokenizer = _models[path]
-        return TransformersPolicy(model, tokenizer, temperature=0.7, seed=seed)
+        return TransformersPolicy(
+            model, tokenizer, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
+        )
 
     return make

@@ -1,0 +1,212 @@
+"""The Judge: the oracle's three checks (each with a case it corrects and one it accepts) on a
+real env and workspace, and the LLM judge's verdict parsing."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+
+import ac_env  # noqa: F401  (registers the ids)
+from ac_env.actions import Bash, Compact, TerminalParser
+from ac_env.agents.protocol import PolicyOutput
+from ac_env.bench.audit import changed_files
+from ac_env.compaction import summary_problems
+from ac_train.judge import JudgeView, LLMJudge, Verdict, apply_verdict, parse_verdict
+from ac_train.oracle_judge import (
+    Facts,
+    OracleJudge,
+    planned_command,
+    summary_problems_against_state,
+)
+
+RUN_TESTS = "```bash\npython3 -m pytest -q -p no:cacheprovider 2>&1 | tail -n 20\n```"
+READ_ROOT = "```bash\ncat calc/ops.py\n```"
+FIX = "```bash\nsed -i 's/a - b/a + b/' calc/ops.py\n```"
+GOOD_SUMMARY = """# Auto Context Summary
+## Task
+add(2, 3) returns -1
+## Known
+The bug is in `add` in calc/ops.py: it subtracts.
+## Workspace
+no changes yet
+## Tests
+1 failed, 1 passed: tests/test_ops.py::test_add fails
+## Next
+Edit add: `sed -i 's/a - b/a + b/' calc/ops.py`
+"""
+
+
+@pytest.fixture
+def env(tiny_task_file):
+    env = gym.make("AutoCompact-SWE-v0", task_source=str(tiny_task_file), split=None)
+    yield env
+    env.close()
+
+
+def play(env, *outputs: str):
+    observation, _ = env.reset(options={"task_id": "tiny-calc-1"})
+    for output in outputs:
+        observation, *_ = env.step(output)
+    return observation
+
+
+def review(judge, env, observation, text: str) -> Verdict:
+    return judge.review(JudgeView.of(env, observation), PolicyOutput(text=text))
+
+
+def parsed(text: str):
+    return TerminalParser().parse(text)
+
+
+def test_trigger_compact_now_when_located_and_still_searching(env):
+    judge = OracleJudge(min_history_chars=0)
+    observation = play(env, RUN_TESTS, READ_ROOT, "```bash\nls\n```")
+    verdict = review(judge, env, observation, "```bash\ngrep -rn 'def mul' .\n```")
+    assert verdict.decision == "correct" and verdict.correction == "trigger"
+    summary = verdict.replacement
+    assert isinstance(parsed(summary), Compact) and summary_problems(summary) == []
+    assert "calc/ops.py" in summary and "`add`" in summary
+    assert "no changes yet" in summary and "tests/test_ops.py::test_add" in summary
+
+
+def test_trigger_lets_the_step_after_locating_and_edits_pass(env):
+    judge = OracleJudge(min_history_chars=0)
+    observation = play(env, RUN_TESTS, READ_ROOT)
+    assert review(judge, env, observation, "```bash\ngrep -rn add .\n```").decision == "accept"
+    observation = play(env, RUN_TESTS, READ_ROOT, "```bash\nls\n```")
+    assert review(judge, env, observation, FIX).decision == "accept"
+
+
+def test_trigger_does_not_ask_for_compaction_before_locating(env):
+    judge = OracleJudge(min_history_chars=0)
+    observation = play(env, RUN_TESTS, "```bash\nls\n```", "```bash\nls tests\n```")
+    assert review(judge, env, observation, "```bash\ngrep -rn mul .\n```").decision == "accept"
+
+
+def test_trigger_not_yet_when_compacting_before_locating(env):
+    observation = play(env, RUN_TESTS)
+    verdict = review(OracleJudge(), env, observation, GOOD_SUMMARY)
+    assert verdict.decision == "correct" and verdict.correction == "trigger"
+    assert isinstance(parsed(verdict.replacement), Bash)
+
+
+def test_trigger_not_yet_right_after_a_compaction(env):
+    observation = play(env, RUN_TESTS, READ_ROOT, GOOD_SUMMARY)
+    verdict = review(OracleJudge(), env, observation, GOOD_SUMMARY)
+    assert verdict.correction == "trigger" and "ago" in verdict.reason
+
+
+def test_working_state_accepts_a_faithful_summary(env):
+    observation = play(env, RUN_TESTS, READ_ROOT)
+    assert review(OracleJudge(), env, observation, GOOD_SUMMARY).decision == "accept"
+
+
+def test_working_state_corrects_a_false_workspace_claim(env):
+    observation = play(env, RUN_TESTS, READ_ROOT, FIX)
+    wrong = GOOD_SUMMARY.replace("The bug is in `add` in calc/ops.py: it subtracts.", "unknown")
+    verdict = review(OracleJudge(), env, observation, wrong)
+    assert verdict.correction == "working_state"
+    assert "claims no changes" in verdict.reason
+    view = JudgeView.of(env, observation)
+    assert changed_files(view.diff) == ["calc/ops.py"]
+    assert summary_problems_against_state(view, Facts.of(view), verdict.replacement) == []
+    assert "calc/ops.py: changed, not verified yet" in verdict.replacement
+
+
+def test_working_state_writes_the_summary_a_forced_request_did_not_get(tiny_task_file):
+    env = gym.make(
+        "AutoCompact-SWE-v0",
+        task_source=str(tiny_task_file),
+        split=None,
+        forced_compaction_threshold=1,
+    )
+    try:
+        observation, _ = env.reset(options={"task_id": "tiny-calc-1"})
+        observation, *_ = env.step(RUN_TESTS)
+        assert Facts.of(JudgeView.of(env, observation)).forced
+        verdict = review(OracleJudge(), env, observation, "```bash\nls\n```")
+        assert verdict.correction == "working_state"
+        _, _, _, _, info = env.step(apply_verdict(PolicyOutput(text="ls"), verdict))
+        assert info["compaction"]["kind"] == "forced"
+        call = env.unwrapped.trajectory.model_calls()[-1]
+        assert call.produced_by == "judge" and call.correction == "working_state"
+    finally:
+        env.close()
+
+
+def test_continuation_corrects_a_repeated_search_and_an_ignored_plan(env):
+    search = "```bash\ngrep -rn 'def add' .\n```"
+    observation = play(env, RUN_TESTS, search, READ_ROOT, GOOD_SUMMARY)
+    verdict = review(OracleJudge(), env, observation, search)
+    assert verdict.correction == "continuation" and "repeats a search" in verdict.reason
+    assert planned_command(verdict.replacement.split("```bash\n")[1]) is None
+    assert "sed -i 's/a - b/a + b/' calc/ops.py" in verdict.replacement
+    ignored = review(OracleJudge(), env, observation, "```bash\nls\n```")
+    assert ignored.correction == "continuation" and "ignores" in ignored.reason
+
+
+def test_continuation_accepts_the_planned_step(env):
+    observation = play(env, RUN_TESTS, READ_ROOT, GOOD_SUMMARY)
+    assert review(OracleJudge(), env, observation, FIX).decision == "accept"
+
+
+def test_apply_verdict_records_the_correction():
+    candidate = PolicyOutput(text="x", prompt_token_ids=[1, 2], output_token_ids=[3])
+    verdict = Verdict(decision="correct", correction="trigger", replacement=GOOD_SUMMARY)
+    executed = apply_verdict(candidate, verdict)
+    assert executed.produced_by == "judge" and executed.rejected_output == "x"
+    assert executed.prompt_token_ids == [1, 2] and executed.output_token_ids is None
+    assert apply_verdict(candidate, Verdict(decision="accept")) is candidate
+
+
+def test_verdict_validation():
+    with pytest.raises(ValueError, match="correction"):
+        Verdict(decision="correct", replacement="x")
+    with pytest.raises(ValueError, match="accept"):
+        Verdict(decision="accept", correction="trigger")
+
+
+def test_parse_verdict():
+    text = 'Sure. {"decision": "correct", "correction": "continuation", "replacement": "x"} ok'
+    assert parse_verdict(text).correction == "continuation"
+    assert parse_verdict('{"decision": "maybe"}') is None
+    assert parse_verdict("no json here") is None
+
+
+class Answers:
+    """A judge backend answering from a list (the verdict text an LLM would write)."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers = list(answers)
+        self.prompts: list = []
+
+    def act(self, observation):
+        self.prompts.append(observation)
+        return PolicyOutput(text=self.answers.pop(0))
+
+
+def test_llm_judge_uses_a_valid_verdict_and_accepts_what_it_cannot_parse(env):
+    observation = play(env, RUN_TESTS)
+    replacement = (
+        '{"decision": "correct", "correction": "trigger", "replacement": "```bash\\nls\\n```"}'
+    )
+    bad_action = '{"decision": "correct", "correction": "trigger", "replacement": "just ls"}'
+    backend = Answers(replacement, bad_action, "I think it is fine")
+    judge = LLMJudge(backend)
+    assert review(judge, env, observation, GOOD_SUMMARY).replacement == "```bash\nls\n```"
+    assert review(judge, env, observation, GOOD_SUMMARY).decision == "accept"
+    assert review(judge, env, observation, GOOD_SUMMARY).decision == "accept"
+    assert judge.unparsable == 2
+    prompt = backend.prompts[0]
+    assert "working_state" in prompt[0]["content"] and GOOD_SUMMARY in prompt[1]["content"]
+
+
+@pytest.mark.slow
+def test_llm_judge_on_a_real_model_never_crashes(env):
+    from ac_train.models import TransformersPolicy, tiny_model_and_tokenizer
+
+    model, tokenizer = tiny_model_and_tokenizer()
+    judge = LLMJudge(TransformersPolicy(model, tokenizer, max_new_tokens=16, seed=0))
+    observation = play(env, RUN_TESTS)
+    verdict = review(judge, env, observation, GOOD_SUMMARY)
+    assert verdict.decision == "accept" and judge.unparsable == 1
