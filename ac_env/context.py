@@ -8,6 +8,7 @@ Each rewrite starts a new segment: inside a segment the context only grows.
 
 from __future__ import annotations
 
+import copy
 import itertools
 from dataclasses import dataclass, field
 from typing import Literal
@@ -127,6 +128,15 @@ class Context:
             segment=self.segment,
             kept_messages=len(self.messages) - self.FIXED_PREFIX,
         )
+
+    def copy(self) -> Context:
+        """An independent copy: the same messages (immutable, ids included, so the cost
+        meter's cached prefix carries over), token total and segment; appends and rewrites of
+        one do not show in the other."""
+        twin = copy.copy(self)
+        twin.messages = list(self.messages)
+        twin._chat = [dict(chat) for chat in self._chat]
+        return twin
 
     def prompt_fingerprint(self) -> list[tuple[int, int]]:
         """(message id, tokens) per message: what the cost meter compares between calls."""

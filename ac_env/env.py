@@ -8,6 +8,7 @@ next turn sees. ``info`` keys are fixed and documented in DESIGN.md (see ``_info
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from typing import Any, Literal
@@ -32,6 +33,7 @@ from ac_env.prompts import (
 )
 from ac_env.sandbox import make_sandbox_factory
 from ac_env.sandbox.base import Sandbox
+from ac_env.snapshot import EpisodeSnapshot, copy_trajectory
 from ac_env.spaces import Messages, UnicodeText
 from ac_env.tasks import Task, load_tasks
 from ac_env.tokens import make_token_counter
@@ -184,6 +186,57 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         if self._done:
             raise RuntimeError("the episode has ended (or never started): call reset()")
         return self._end(exit_reason, CallCost(), None, 0.0, time.perf_counter())
+
+    def snapshot(self) -> EpisodeSnapshot:
+        """The running episode's whole state (see ``ac_env.snapshot``), to ``restore`` later
+        in this env or another one."""
+        if self._done or self.trajectory is None or self.sandbox is None:
+            raise RuntimeError("no episode is running: call reset()")
+        return EpisodeSnapshot(
+            task=self.task,
+            workspace=self.sandbox.snapshot(),
+            context=self.context.copy(),
+            meter=copy.deepcopy(self.meter),
+            trajectory=copy_trajectory(self.trajectory),
+            steps=self._steps,
+            compaction_pending=self._compaction_pending,
+            commands=tuple(self._commands),
+            elapsed_s=time.monotonic() - self._episode_started,
+            np_random=copy.deepcopy(self._np_random),
+            np_random_seed=self._np_random_seed,
+            last_render=self._last_render,
+        )
+
+    def restore(self, snapshot: EpisodeSnapshot) -> Observation:
+        """Continue the episode of ``snapshot`` here, in a fresh sandbox holding its workspace
+        (whatever episode this env was running is dropped). Returns the observation the next
+        step answers. The episode goes on under this env's configuration; with the
+        configuration it was snapshotted under, a deterministic policy continues it exactly as
+        the original went on. Through ``gym.make``'s wrappers, ``reset`` once before the
+        first restore (the order enforcer asks for it)."""
+        self._done = True  # until the new sandbox holds the workspace
+        self._close_sandbox()
+        sandbox = self._make_sandbox()
+        try:
+            sandbox.start(snapshot.task)
+            sandbox.restore(snapshot.workspace)
+        except BaseException:
+            sandbox.close()
+            raise
+        self.sandbox = sandbox
+        self.task = snapshot.task
+        self.context = snapshot.context.copy()
+        self.meter = copy.deepcopy(snapshot.meter)
+        self.trajectory = copy_trajectory(snapshot.trajectory)
+        self._steps = snapshot.steps
+        self._compaction_pending = snapshot.compaction_pending
+        self._commands = list(snapshot.commands)
+        self._episode_started = time.monotonic() - snapshot.elapsed_s
+        self._np_random = copy.deepcopy(snapshot.np_random)
+        self._np_random_seed = snapshot.np_random_seed
+        self._last_render = snapshot.last_render
+        self._done = False
+        return self.context.observation()
 
     def render(self) -> str | None:
         return self._last_render if self.render_mode == "ansi" else None

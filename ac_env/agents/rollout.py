@@ -16,10 +16,13 @@ from typing import Any, NamedTuple
 import gymnasium as gym
 from tqdm import tqdm
 
-from ac_env.agents.protocol import Policy
+from ac_env.agents.protocol import Policy, PolicyOutput
 from ac_env.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
+
+
+Review = Callable[[gym.Env[Any, Any], Any, PolicyOutput], PolicyOutput]
 
 
 class RolloutJob(NamedTuple):
@@ -36,14 +39,32 @@ def rollout(
     seed: int | None = None,
     options: dict[str, Any] | None = None,
     max_steps: int | None = None,
+    review: Review | None = None,
 ) -> Trajectory:
     """Run one episode to its end and return its trajectory.
 
     ``max_steps`` caps the turns on top of the env's own limit; reaching it ends the episode
-    with exit reason ``max_steps`` (graded like any truncation)."""
+    with exit reason ``max_steps`` (graded like any truncation). ``review(env, observation,
+    candidate)`` sees each policy output before it executes and returns the output to execute
+    (a Judge's hook, ``ac_train.collect``); an exception from it ends the episode like a policy
+    error."""
     if max_steps is not None and max_steps < 1:
         raise ValueError(f"max_steps: must be at least 1, got {max_steps}")
     observation, _ = env.reset(seed=seed, options=options)
+    return play(env, policy, observation, max_steps=max_steps, review=review)
+
+
+def play(
+    env: gym.Env[Any, Any],
+    policy: Policy,
+    observation: Any,
+    *,
+    max_steps: int | None = None,
+    review: Review | None = None,
+) -> Trajectory:
+    """Run an episode under way (after ``reset``, or after ``env.unwrapped.restore``) from
+    ``observation`` to its end and return its trajectory; ``max_steps`` (counted from here)
+    and ``review`` as in ``rollout``."""
     steps = 0
     done = False
     while not done:
@@ -52,6 +73,8 @@ def rollout(
             break
         try:
             action = policy.act(observation)
+            if review is not None:
+                action = review(env, observation, action)
         except Exception as error:  # any policy failure ends the episode, never the run
             logger.warning("policy error at step %d: %s: %s", steps, type(error).__name__, error)
             env.unwrapped.abort("policy_error")  # type: ignore[attr-defined]

@@ -4,6 +4,8 @@
         --strategies none fixed learned masking summary_ignored --worker reference
 
 Rerunning with the same ``--out`` resumes; another configuration there is refused.
+``--fork`` runs the counterfactual fork instead (``ac_env.bench.fork``): every compaction of
+every episode continued with and without it, at the highest budget, into ``<out>/fork/``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import sys
 from pydantic import ValidationError
 
 from ac_env.bench.config import DEFAULT_BUDGETS, BenchConfig, ConfigMismatchError
+from ac_env.bench.fork import run_fork
+from ac_env.bench.fork_report import write_fork_report
 from ac_env.bench.report import write_report
 from ac_env.bench.runner import run_benchmark
 from ac_env.strategies import DEFAULT_THRESHOLD, STRATEGIES
@@ -48,6 +52,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--sandbox", default="local")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument(
+        "--fork",
+        action="store_true",
+        help="fork each compaction: continue with and without it (regret per compaction)",
+    )
     return parser.parse_args(argv)
 
 
@@ -70,7 +79,10 @@ def main(argv: list[str] | None = None) -> int:
             sandbox=args.sandbox,
             workers=args.workers,
         )
-        records = run_benchmark(config, args.out, progress=not args.no_progress)
+        if args.fork:
+            forks = run_fork(config, args.out, progress=not args.no_progress)
+        else:
+            records = run_benchmark(config, args.out, progress=not args.no_progress)
     except ValidationError as err:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()
@@ -80,6 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigMismatchError, ValueError) as err:
         print(f"ac-bench: {err}", file=sys.stderr)
         return 2
+    if args.fork:
+        fork_report = write_fork_report(config, forks, args.out)
+        print(fork_report.text)
+        print(f"\nreport: {fork_report.markdown}\nsummary: {fork_report.summary}")
+        print(f"plot: {fork_report.plot}")
+        return 0
     report = write_report(config, records, args.out)
     print(report.text)
     print(f"\nreport: {report.markdown}")

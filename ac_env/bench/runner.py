@@ -15,7 +15,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import gymnasium as gym
 from pydantic import BaseModel, ValidationError
@@ -38,6 +38,7 @@ from ac_env.tasks import Task, load_tasks
 logger = logging.getLogger(__name__)
 
 RECORDS_FILE = "episodes.jsonl"
+Record = TypeVar("Record", bound=BaseModel)
 ATTEMPTS = 2  # the first try and one retry after an infrastructure failure
 
 
@@ -79,21 +80,31 @@ def select_tasks(config: BenchConfig) -> list[Task]:
 
 
 def read_records(out_dir: Path) -> list[EpisodeRecord]:
-    path = out_dir / RECORDS_FILE
+    return read_jsonl(out_dir / RECORDS_FILE, EpisodeRecord)
+
+
+def read_jsonl(path: Path, model: type[Record]) -> list[Record]:
+    """The records of a results file written a line at a time (none if it does not exist). A
+    torn last line, from an interrupted write, is dropped from the file: its work reruns."""
     if not path.exists():
         return []
     lines = path.read_text(encoding="utf-8").splitlines()
     records = []
     for number, line in enumerate(lines, start=1):
         try:
-            records.append(EpisodeRecord.model_validate_json(line))
+            records.append(model.model_validate_json(line))
         except ValidationError as err:
-            if number == len(lines):  # torn by an interrupted write: that episode reruns
+            if number == len(lines):
                 logger.warning("%s:%d: dropping an incomplete record", path, number)
                 _rewrite_records(path, lines[:-1])
                 break
-            raise ValueError(f"{path}:{number}: not an episode record: {err}") from err
+            raise ValueError(f"{path}:{number}: not a {model.__name__}: {err}") from err
     return records
+
+
+def append_jsonl(path: Path, record: BaseModel) -> None:
+    with path.open("a", encoding="utf-8") as f:
+        f.write(record.model_dump_json() + "\n")
 
 
 def run_benchmark(
@@ -123,8 +134,7 @@ def run_benchmark(
         futures = [pool.submit(run_episode, config, job, out) for job in todo]
         for future in as_completed(futures):
             record = future.result()
-            with (out / RECORDS_FILE).open("a", encoding="utf-8") as f:
-                f.write(record.model_dump_json() + "\n")
+            append_jsonl(out / RECORDS_FILE, record)
             records[record.key] = record
             bar.update(1)
             bar.set_postfix_str(f"{record.strategy} {record.instance_id}")
@@ -158,11 +168,10 @@ def run_episode(config: BenchConfig, job: Job, out: Path) -> EpisodeRecord:
     )
 
 
-def _attempt(
-    config: BenchConfig, job: Job, out: Path, attempt: int, policy: Policy
-) -> EpisodeRecord:
+def episode_env_kwargs(config: BenchConfig, job: Job) -> dict[str, Any]:
+    """The env keywords of one episode: the job's task alone, at the run budget."""
     strategy = get_strategy(job.strategy)
-    env_kwargs: dict[str, Any] = {
+    return {
         "task_source": config.task_source,
         "split": None,
         "task_ids": [job.task.instance_id],
@@ -172,6 +181,12 @@ def _attempt(
         "max_steps": config.max_steps,
         **strategy.env_kwargs(config.fallback_threshold, config.fixed_threshold),
     }
+
+
+def _attempt(
+    config: BenchConfig, job: Job, out: Path, attempt: int, policy: Policy
+) -> EpisodeRecord:
+    env_kwargs = episode_env_kwargs(config, job)
     budgets = BudgetCrossings(gym.make("AutoCompact-SWE-v0", **env_kwargs), config.budgets)
     env = SummaryWorkspace(budgets)
     try:

@@ -33,6 +33,9 @@ class Sandbox(Protocol):
     ``start`` materializes a fresh copy of the task's repo (a one-commit git repo);
     ``exec`` runs one shell command with the repo as working directory; ``diff`` is the
     workspace's change against the base commit (new files included), which is what gets graded.
+    ``snapshot`` archives everything commands may have changed (the repo, uncommitted and
+    untracked files included, and /tmp); ``restore`` puts such an archive back, into this
+    sandbox or another one started on the same task.
     """
 
     def start(self, task: Task) -> None: ...
@@ -44,5 +47,9 @@ class Sandbox(Protocol):
     def write_file(self, path: str, data: bytes) -> None: ...
 
     def diff(self) -> str: ...
+
+    def snapshot(self) -> bytes: ...
+
+    def restore(self, archive: bytes) -> None: ...
 
     def close(self) -> None: ...

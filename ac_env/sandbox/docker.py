@@ -38,6 +38,7 @@ from ac_env.sandbox.commands import command_rejection
 from ac_env.sandbox.docker_archive import directory_tar, file_tar, reowned_tar, single_file
 from ac_env.sandbox.docker_exec import STDOUT, stream_exec
 from ac_env.sandbox.docker_scripts import (
+    ARCHIVE,
     BASE_GIT,
     BASE_PARENT,
     COMMAND,
@@ -47,6 +48,7 @@ from ac_env.sandbox.docker_scripts import (
     PREPARE,
     RESET,
     RESOLVE,
+    RESTORE,
     STAGE,
 )
 from ac_env.sandbox.docker_session import (
@@ -61,12 +63,14 @@ from ac_env.sandbox.docker_session import (
 )
 from ac_env.sandbox.output import OutputCapture
 from ac_env.sandbox.process import KILLED_EXIT_CODE
+from ac_env.sandbox.workspace_archive import merge_archives
 from ac_env.tasks.model import Task
 
 BASE_IMAGE = os.environ.get("AUTOCOMPACT_BASE_IMAGE", "autocompact/base:latest")
 NOBODY = 65534
 MAX_DIFF_BYTES = 64 * 1024 * 1024
 MAX_FILE_BYTES = 256 * 1024 * 1024
+MAX_SNAPSHOT_BYTES = 1024 * 1024 * 1024
 _SETUP_TIMEOUT_S = 300.0
 _HELPER_TIMEOUT_S = 30.0
 _ERROR_LIMIT = 16 * 1024
@@ -256,6 +260,29 @@ class DockerSandbox:
         if not _is_within(real, state.workdir) or real == state.workdir:
             raise ValueError(f"path {path!r} leads outside the workspace {state.workdir}")
         return real
+
+    # -- snapshots ---------------------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        """The workspace and /tmp as one archive (``workspace_archive``). Commands run as the
+        container's root and could also change the image's own files (a system-wide
+        ``pip install``): those are not captured."""
+        state = self._started()
+        limit, timeout = MAX_SNAPSHOT_BYTES, _SETUP_TIMEOUT_S
+        parts = {
+            part: self._helper(state, ARCHIVE, {}, limit, f"archiving {path}", timeout, [path])
+            for part, path in (("repo", state.workdir), ("tmp", "/tmp"))
+        }
+        return merge_archives(parts)
+
+    def restore(self, archive: bytes) -> None:
+        """Replace the workspace and /tmp by those ``snapshot`` archived (in this sandbox or in
+        another one started on the same task)."""
+        state = self._started()
+        env = {"STAGE": STAGE}
+        self._helper(state, 'rm -rf "$STAGE" && mkdir "$STAGE"', env, 1024, "staging")
+        _docker_call("copying the snapshot", state.container.put_archive, STAGE, archive)
+        self._helper(state, RESTORE, env, 1024, "restoring the workspace", _SETUP_TIMEOUT_S)
 
     # -- containers --------------------------------------------------------------------------
 

@@ -109,3 +109,16 @@ rebuild_git "$BASE_GIT"
 tree of every file it held at start (ignored files included), then its one-commit .git."""
 
 RESOLVE = 'cd "$WORKDIR" && realpath -m -- "$1"'
+
+ARCHIVE = 'tar -C "$1" --numeric-owner -cf - .'
+"""A directory's contents as a tar archive on stdout (through an exec: the archive API of the
+daemon does not see into the tmpfs /tmp)."""
+
+RESTORE = """set -eu
+find "$WORKDIR" -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+find /tmp -mindepth 1 -delete
+cp -a "$STAGE/repo/." "$WORKDIR/"
+cp -a "$STAGE/tmp/." /tmp/
+rm -rf "$STAGE"
+"""
+"""Replaces the workspace and /tmp by a snapshot unpacked in $STAGE (``repo/``, ``tmp/``)."""

@@ -41,6 +41,7 @@ from ac_env.sandbox.base import ExecResult, SandboxError
 from ac_env.sandbox.bwrap import SYSTEM_DIRS, Bind, bwrap_argv, prepare_etc
 from ac_env.sandbox.commands import command_rejection
 from ac_env.sandbox.process import RunAs, run_bounded
+from ac_env.sandbox.workspace_archive import PARTS, extract_parts, pack_directories
 from ac_env.tasks.model import Task
 
 Isolation = Literal["bwrap", "none"]
@@ -366,6 +367,32 @@ class LocalSandbox:
         if resolved != workspace.repo and workspace.repo not in resolved.parents:
             raise ValueError(f"path {path!r} leads outside the workspace")
         return resolved
+
+    # -- snapshots ---------------------------------------------------------------------------
+
+    def snapshot(self) -> bytes:
+        """The workspace as a tar archive (``workspace_archive``): the repo as it is now
+        (uncommitted edits, untracked and ignored files, its .git) and the sandbox's /tmp.
+        Under bubblewrap commands can write nowhere else."""
+        workspace = self._started()
+        try:
+            return pack_directories({"repo": workspace.repo, "tmp": workspace.root / "tmp"})
+        except OSError as error:
+            raise SandboxError(f"could not archive the workspace: {error}") from error
+
+    def restore(self, archive: bytes) -> None:
+        """Replace the repo and /tmp by those ``snapshot`` archived (in this sandbox or in
+        another one started on the same task)."""
+        workspace = self._started()
+        for part in PARTS:
+            _remove_tree(workspace.root / part)
+        try:
+            extract_parts(archive, workspace.root)
+            if self._run_as is not None:
+                for part in PARTS:
+                    _chown_tree(workspace.root / part, self._run_as)
+        except OSError as error:
+            raise SandboxError(f"could not restore the workspace: {error}") from error
 
     # -- helpers -----------------------------------------------------------------------------
 
