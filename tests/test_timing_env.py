@@ -17,7 +17,7 @@ from ac_env.agents.protocol import PolicyOutput
 from ac_env.agents.reference import ReferenceAgent
 from ac_env.config import ConfigError
 from ac_env.grading import GradeResult
-from ac_env.wrappers.timing import COMPACT, CONTINUE, TimingEnv
+from ac_env.wrappers.timing import COMPACT, COMPACT_EXTRACTIVE, CONTINUE, TimingEnv
 from ac_env.wrappers.timing_features import FEATURE_INDEX, FEATURE_NAMES, command_kind
 
 
@@ -96,6 +96,33 @@ def test_extractive_summary_when_the_worker_cannot_summarize(tiny_task_file: Pat
     assert info["compacted_now"] and info["summarizer"] == "extractive"
     assert "files read: calc/ops.py" in event.summary  # built from the real tool results
     env.close()
+
+
+def test_the_agent_can_choose_the_extractive_summarizer(tiny_task_file: Path) -> None:
+    env = make(tiny_task_file, choose_summarizer=True)
+    assert env.action_space == gym.spaces.Discrete(3)
+    sb3_check_env(env, warn=True)
+    env.reset(seed=0)
+    assert env.action_masks().tolist() == [True, False, False]
+    env.step(CONTINUE)
+    calls_before = len(env.inner.trajectory.model_calls())
+    _, *_, info = env.step(COMPACT_EXTRACTIVE)
+    assert info["compacted_now"] and info["summarizer"] == "extractive"
+    calls = env.inner.trajectory.model_calls()
+    assert len(calls) == calls_before + 1 and calls[-1].produced_by == "fallback"
+    assert env.action_masks().tolist() == [True, False, False]
+    env.reset(seed=0)
+    env.step(CONTINUE)
+    _, *_, info = env.step(COMPACT)  # the reference worker writes its own
+    assert info["summarizer"] == "worker"
+    with pytest.raises(ValueError, match="2 \\(compact, extractive"):
+        env.step(3)
+    env.close()
+    two_actions = make(tiny_task_file)
+    two_actions.reset(seed=0)
+    with pytest.raises(ValueError, match=r"0 \(continue\), 1 \(compact\)$"):
+        two_actions.step(COMPACT_EXTRACTIVE)
+    two_actions.close()
 
 
 def test_features_follow_the_worker(tiny_task_file: Path) -> None:

@@ -6,7 +6,9 @@ which never compacts on its own). Before each worker turn the agent picks ``Disc
 - ``0`` continue: the worker acts on its observation and the inner env steps with its response;
 - ``1`` compact now: the inner env steps with a working-state summary, the worker's own (its
   answer to the env's ``COMPACTION_REQUEST``) when it is a valid summary, else
-  ``extractive_summary`` of the commands run and the workspace's real diff.
+  ``extractive_summary`` of the commands run and the workspace's real diff;
+- ``2`` (only with ``choose_summarizer=True``, then the space is ``Discrete(3)``) compact now
+  with the extractive summary, without asking the worker (no model call for the summary).
 
 Compaction is masked (``action_masks()``, for ``sb3_contrib.MaskablePPO``) until the worker has
 taken a turn since the start or the last compaction; a masked ``1`` acts as ``0`` and sets
@@ -16,8 +18,8 @@ then the inner env's reward (1 when the task is resolved) minus ``cost_penalty``
 the episode spent; an infrastructure failure (inner reward NaN) gives 0 and
 ``info["infra_failure"] = True``. ``info`` is the inner env's, plus ``compacted_now``,
 ``compaction_masked``, ``summarizer`` (``"worker"`` or ``"extractive"`` when it compacted; the
-inner trajectory records either as the policy's) and, at the end, ``inner_reward``,
-``cost_usd`` and ``infra_failure``.
+inner trajectory records an extractive summary as ``produced_by="fallback"``) and, at the end,
+``inner_reward``, ``cost_usd`` and ``infra_failure``.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ logger = logging.getLogger(__name__)
 
 CONTINUE = 0
 COMPACT = 1
+COMPACT_EXTRACTIVE = 2
 
 
 class TimingConfig(BaseModel):
@@ -52,6 +55,10 @@ class TimingConfig(BaseModel):
 
     env_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="keywords of the inner AutoCompact-SWE-v0 env"
+    )
+    choose_summarizer: bool = Field(
+        default=False,
+        description="Discrete(3): action 2 compacts with the extractive summary, no worker call",
     )
     cost_penalty: float = Field(
         default=10.0, ge=0, description="reward lost per USD spent (10: a cent costs 0.1)"
@@ -106,7 +113,9 @@ class TimingEnv(gym.Env[np.ndarray, np.int64]):
         self.worker: Policy = self.config.make_worker()
         self._parser = make_parser(self.inner.config.action_parser)
         self.observation_space = gym.spaces.Box(0.0, 1.0, (len(FEATURE_NAMES),), np.float32)
-        self.action_space = gym.spaces.Discrete(2)
+        self.action_space: gym.spaces.Discrete = gym.spaces.Discrete(
+            3 if self.config.choose_summarizer else 2
+        )
         self._observation: tuple[dict[str, str], ...] = ()
 
     def reset(
@@ -121,10 +130,17 @@ class TimingEnv(gym.Env[np.ndarray, np.int64]):
         if self.inner.trajectory is None or self.inner.trajectory.end is not None:
             raise RuntimeError("the episode has ended (or never started): call reset()")
         if not self.action_space.contains(action):
-            raise ValueError(f"action: {action!r} is not 0 (continue) or 1 (compact)")
-        masked = int(action) == COMPACT and not bool(self.action_masks()[COMPACT])
-        compact = int(action) == COMPACT and not masked
-        response = self._summary() if compact else self._worker_turn()
+            valid = "0 (continue), 1 (compact)" + (
+                ", 2 (compact, extractive summary)" if self.config.choose_summarizer else ""
+            )
+            raise ValueError(f"action: {action!r} is not one of {valid}")
+        kind = int(action)
+        masked = kind != CONTINUE and not bool(self.action_masks()[kind])
+        compact = kind != CONTINUE and not masked
+        if compact:
+            response: PolicyOutput | None = self._summary(ask_worker=kind == COMPACT)
+        else:
+            response = self._worker_turn()
         summarizer = "extractive" if response and response.produced_by == "fallback" else "worker"
         if response is None:  # the worker failed: end the episode as rollout() does
             inner_reward, info = self.inner.abort("policy_error")
@@ -140,11 +156,10 @@ class TimingEnv(gym.Env[np.ndarray, np.int64]):
         return features(self.inner), reward, terminated, truncated, info
 
     def action_masks(self) -> np.ndarray:
-        """``[continue allowed, compact allowed]``: compaction needs a worker turn since the
-        start or the last compaction."""
-        if self.inner.trajectory is None:
-            return np.array([True, False])
-        return np.array([True, steps_since_compaction(self.inner) > 0])
+        """``[continue allowed, compact allowed(, extractive compact allowed)]``: compaction
+        needs a worker turn since the start or the last compaction."""
+        allowed = self.inner.trajectory is not None and steps_since_compaction(self.inner) > 0
+        return np.array([True] + [allowed] * (int(self.action_space.n) - 1))
 
     def close(self) -> None:
         self.inner.close()
@@ -159,13 +174,13 @@ class TimingEnv(gym.Env[np.ndarray, np.int64]):
             logger.warning("worker error: %s: %s", type(error).__name__, error)
             return None
 
-    def _summary(self) -> PolicyOutput:
-        """The worker's own summary when it writes a valid one, else the extractive one."""
+    def _summary(self, ask_worker: bool) -> PolicyOutput:
+        """The worker's own summary when asked for and valid, else the extractive one."""
         request = {"role": "user", "content": COMPACTION_REQUEST}
         observation = self._observation
         if observation[-1] != request:  # the env may have asked already
             observation = (*observation, request)
-        own = self._worker_summary(observation)
+        own = self._worker_summary(observation) if ask_worker else None
         if own is not None:
             return own
         assert self.inner.trajectory is not None and self.inner.sandbox is not None
