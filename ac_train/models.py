@@ -99,6 +99,12 @@ def load_model(
     return model, tokenizer
 
 
+def load_tokenizer(name_or_path: str = SMOLLM2) -> PreTrainedTokenizerBase:
+    """The tokenizer of ``load_model(name_or_path)`` without loading the weights."""
+    path = str(ensure_smollm2_checkpoint()) if name_or_path == SMOLLM2 else name_or_path
+    return AutoTokenizer.from_pretrained(path)
+
+
 def ensure_smollm2_checkpoint() -> Path:
     """The cached plain checkpoint of SmolLM2, converting the GGUF first if it is missing.
 

@@ -1,0 +1,449 @@
+"""Judge-corrected on-policy collection (``ac-train collect``).
+
+A policy runs on tasks, ``rollouts_per_task`` times each; before each proposed step executes, a
+judge reviews it (``ac_train.judge``) and may replace it; the env executes what the judge let
+through or wrote, so each trajectory holds what really happened after a correction (its model
+calls carry ``produced_by``, the rejected candidate and the correction type).
+
+``out_dir`` holds ``config.json`` (a rerun with another configuration is refused),
+``trajectories/``, ``episodes.jsonl`` (one ``CollectedEpisode`` per finished episode, appended
+as it finishes: a rerun skips those), and at the end ``summary.json`` (filter counts, the
+correction-type mix) and ``dataset/`` (the kept trajectories cut into segments:
+``segments.jsonl`` and a Hugging Face dataset, ``datasets.load_from_disk``).
+
+Filters (a trajectory is kept only when it hits none; each is counted):
+
+- ``infra_error``: the sandbox or grading failed;
+- ``malformed``: more than ``max_malformed_fraction`` of the executed outputs are format errors;
+- ``summary_loop``: two compactions with no command executed between them;
+- ``off_task``: after a compaction, none of the next ``off_task_window`` commands touches a file
+  the summary names, runs the tests, or submits.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections import Counter
+from itertools import pairwise
+from pathlib import Path
+from typing import Any, Literal
+
+import gymnasium as gym
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from tqdm import tqdm
+
+import ac_env  # noqa: F401  (registers the env id)
+from ac_env.agents.protocol import Policy, PolicyOutput
+from ac_env.agents.rollout import rollout
+from ac_env.bench.config import differences
+from ac_env.bench.workers import policy_factory
+from ac_env.prompts import COMPACTION_REQUEST
+from ac_env.strategies import get_strategy
+from ac_env.tasks import Task, load_tasks
+from ac_env.trajectory import Trajectory
+from ac_train.judge import CORRECTION_TYPES, Judge, JudgeView, LLMJudge, Verdict, apply_verdict
+from ac_train.oracle_judge import OracleJudge
+
+logger = logging.getLogger(__name__)
+
+EPISODES_FILE = "episodes.jsonl"
+FILTERS = ("infra_error", "malformed", "summary_loop", "off_task")
+_PATH = re.compile(r"[\w.-]+(?:/[\w.-]+)*\.py\b")
+
+
+class CollectConfig(BaseModel):
+    """One collection run. ``worker``: ``reference``, ``hf:<path|smollm2>`` or
+    ``openai:<model>@<url>``; ``judge``: ``oracle``, ``none`` or ``llm:<worker>``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_source: str = "builtin"
+    split: str | None = "easy"
+    subset: str | None = Field(default=None, description="built-in: 'train' or held-out 'eval'")
+    task_ids: list[str] | None = None
+    limit: int | None = Field(default=None, gt=0)
+    rollouts_per_task: int = Field(default=2, gt=0)
+    worker: str = "hf:smollm2"
+    judge: str = "oracle"
+    judge_mode: Literal["correct", "shadow"] = Field(
+        default="correct",
+        description="'shadow': verdicts are recorded but the candidate executes (evaluation)",
+    )
+    strategy: str = "learned"
+    fallback_threshold: int | None = Field(default=6_000, gt=0)
+    env_options: dict[str, Any] = Field(
+        default_factory=dict, description="more gym.make keywords, over the strategy's"
+    )
+    max_steps: int = Field(default=30, gt=0)
+    temperature: float = Field(default=0.7, ge=0)
+    max_new_tokens: int = Field(default=256, gt=0)
+    seed: int = 0
+    sandbox: str = "local"
+    tokenizer: str | None = Field(
+        default=None, description="for the dataset export; default: the hf worker's own"
+    )
+    max_malformed_fraction: float = Field(default=0.5, ge=0, le=1)
+    off_task_window: int = Field(default=3, gt=0)
+
+    @field_validator("judge")
+    @classmethod
+    def _known_judge(cls, judge: str) -> str:
+        if judge not in ("oracle", "none") and not judge.startswith("llm:"):
+            raise ValueError(f"unknown judge {judge!r}; valid: oracle, none, llm:<worker>")
+        return judge
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, name: str) -> str:
+        get_strategy(name)
+        return name
+
+
+class VerdictRecord(BaseModel):
+    step: int
+    candidate: str = Field(description="the candidate's kind: bash, compact, submit, format_error")
+    forced: bool = Field(description="the candidate answered a forced compaction request")
+    decision: Literal["accept", "correct"]
+    correction: str | None
+    reason: str
+
+
+class CollectedEpisode(BaseModel):
+    instance_id: str
+    rollout: int
+    status: Literal["ok", "infra_error"]
+    reward: float | None
+    exit_reason: str | None
+    steps: int
+    format_errors: int
+    compactions: int
+    corrections: dict[str, int]
+    verdicts: list[VerdictRecord]
+    filters: list[str]
+    trajectory: str
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.instance_id, self.rollout)
+
+    @property
+    def kept(self) -> bool:
+        return not self.filters
+
+
+class CollectSummary(BaseModel):
+    """``corrections`` count the judge's corrections (in shadow mode: those it would have
+    made). Of the policy's own outputs: ``valid_action_rate`` (not a format error),
+    ``right_time_rate`` (proactive compactions the judge did not correct for timing) and
+    ``summary_pass_rate`` (summaries it wrote, proactive or forced, and forced requests it did
+    not answer with one, that the judge did not correct for working state)."""
+
+    episodes: int
+    kept: int
+    filtered: dict[str, int]
+    success_rate: float | None
+    reviewed_calls: int
+    corrections: dict[str, int]
+    correction_mix: dict[str, float]
+    valid_action_rate: float | None
+    proactive_compactions: int
+    right_time_rate: float | None
+    summaries: int
+    summary_pass_rate: float | None
+    segments: int | None = None
+
+
+# ---- judging one step ------------------------------------------------------------------------
+
+
+class ReviewLog:
+    """The ``review`` hook of ``rollout``: asks the judge, records its verdict, returns what
+    the env executes (the candidate itself when ``shadow``)."""
+
+    def __init__(self, judge: Judge | None, shadow: bool = False) -> None:
+        self.judge = judge
+        self.shadow = shadow
+        self.verdicts: list[VerdictRecord] = []
+
+    def __call__(
+        self, env: gym.Env[Any, Any], observation: Any, candidate: PolicyOutput
+    ) -> PolicyOutput:
+        if self.judge is None:
+            return candidate
+        view = JudgeView.of(env, observation)
+        verdict: Verdict = self.judge.review(view, candidate)
+        self.verdicts.append(
+            VerdictRecord(
+                step=view.step,
+                candidate=view.parse(candidate).kind,
+                forced=bool(observation) and observation[-1]["content"] == COMPACTION_REQUEST,
+                decision=verdict.decision,
+                correction=verdict.correction,
+                reason=verdict.reason,
+            )
+        )
+        return candidate if self.shadow else apply_verdict(candidate, verdict)
+
+
+def make_judge(spec: str, seed: int = 0) -> Judge | None:
+    if spec == "none":
+        return None
+    if spec == "oracle":
+        return OracleJudge()
+    backend = policy_factory(spec.removeprefix("llm:"), get_strategy("none"), temperature=0.0)
+    return LLMJudge(backend(seed))
+
+
+# ---- filters ---------------------------------------------------------------------------------
+
+
+def filter_reasons(trajectory: Trajectory, config: CollectConfig) -> list[str]:
+    end = trajectory.end
+    reasons = []
+    if end is None or end.infra_error:
+        reasons.append("infra_error")
+    calls = trajectory.model_calls()
+    malformed = sum(1 for c in calls if c.action.get("kind") == "format_error")
+    if calls and malformed / len(calls) > config.max_malformed_fraction:
+        reasons.append("malformed")
+    if _has_summary_loop(trajectory):
+        reasons.append("summary_loop")
+    if _has_off_task_continuation(trajectory, config.off_task_window):
+        reasons.append("off_task")
+    return reasons
+
+
+def _has_summary_loop(trajectory: Trajectory) -> bool:
+    steps = sorted(e.step for e in trajectory.compactions() if e.trigger != "masking")
+    commands = {r.step for r in trajectory.tool_results()}
+    return any(not any(a < s < b for s in commands) for a, b in pairwise(steps))
+
+
+def _has_off_task_continuation(trajectory: Trajectory, window: int) -> bool:
+    calls = trajectory.model_calls()
+    for event in trajectory.compactions():
+        if event.trigger == "masking" or not event.summary:
+            continue
+        named = set(_PATH.findall(event.summary))
+        following = [c for c in calls if c.step > event.step][:window]
+        if len(following) < window:
+            continue
+        on_task = False
+        for call in following:
+            kind = call.action.get("kind")
+            command = str(call.action.get("command", ""))
+            if kind in ("submit", "compact") or "pytest" in command:
+                on_task = True
+            if any(path in command for path in named):
+                on_task = True
+        if not on_task:
+            return True
+    return False
+
+
+# ---- the run ---------------------------------------------------------------------------------
+
+
+def select_tasks(config: CollectConfig) -> list[Task]:
+    tasks = load_tasks(config.task_source, config.split, config.task_ids, config.subset)
+    if not tasks:
+        raise ValueError(f"no tasks in {config.task_source!r} split {config.split!r}")
+    return tasks[: config.limit]
+
+
+def claim_directory(config: CollectConfig, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "config.json"
+    current = json.loads(config.model_dump_json())
+    if path.exists():
+        stored = json.loads(
+            CollectConfig.model_validate_json(path.read_text(encoding="utf-8")).model_dump_json()
+        )
+        diff = differences(stored, current)
+        if diff:
+            raise ValueError(
+                f"{out} holds a collection with another configuration; use a new directory. "
+                "Differences: " + "; ".join(diff)
+            )
+        return
+    path.write_text(json.dumps(current, indent=2) + "\n", encoding="utf-8")
+
+
+def read_episodes(out: Path) -> list[CollectedEpisode]:
+    path = out / EPISODES_FILE
+    if not path.exists():
+        return []
+    episodes = []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, start=1):
+        try:
+            episodes.append(CollectedEpisode.model_validate_json(line))
+        except ValueError as err:
+            if number < len(lines):
+                raise ValueError(f"{path}:{number}: not an episode record: {err}") from err
+            logger.warning("%s:%d: dropping an incomplete record", path, number)
+            path.write_text("".join(f"{x}\n" for x in lines[:-1]), encoding="utf-8")
+    return episodes
+
+
+def collect(
+    config: CollectConfig,
+    out_dir: str | Path,
+    *,
+    policy: Policy | None = None,
+    judge: Judge | None = None,
+    progress: bool = True,
+) -> CollectSummary:
+    """Run every (task, rollout) of ``config`` not yet in ``out_dir``, then write the summary
+    and the dataset. ``policy`` / ``judge`` override the ones ``config`` names (for callers
+    that hold a model already)."""
+    out = Path(out_dir)
+    tasks = select_tasks(config)
+    claim_directory(config, out)
+    (out / "trajectories").mkdir(exist_ok=True)
+    done = {e.key: e for e in read_episodes(out)}
+    todo = [
+        (task, k)
+        for task in tasks
+        for k in range(config.rollouts_per_task)
+        if (task.instance_id, k) not in done
+    ]
+    strategy = get_strategy(config.strategy)
+    env_kwargs = {**strategy.env_kwargs(config.fallback_threshold), **config.env_options}
+    make_policy = (
+        None
+        if policy is not None
+        else policy_factory(config.worker, strategy, config.temperature, config.max_new_tokens)
+    )
+    active_judge = judge if judge is not None else make_judge(config.judge, config.seed)
+    env = gym.make(
+        "AutoCompact-SWE-v0",
+        task_source=config.task_source,
+        split=config.split,
+        task_ids=[task.instance_id for task in tasks],
+        sandbox=config.sandbox,
+        **env_kwargs,
+    )
+    total = len(tasks) * config.rollouts_per_task
+    bar = tqdm(
+        total=total, initial=total - len(todo), desc="collect", unit="ep", disable=not progress
+    )
+    try:
+        with bar:
+            for task, k in todo:
+                seed = config.seed + 1000 * k + tasks.index(task)
+                episode_policy = policy if policy is not None else make_policy(seed)  # type: ignore[misc]
+                episode = _run_episode(
+                    env, episode_policy, active_judge, task, k, seed, config, out
+                )
+                with (out / EPISODES_FILE).open("a", encoding="utf-8") as f:
+                    f.write(episode.model_dump_json() + "\n")
+                done[episode.key] = episode
+                bar.update(1)
+                bar.set_postfix_str(f"{task.instance_id} r={episode.reward}")
+    finally:
+        env.close()
+    episodes = [
+        done[(task.instance_id, k)] for task in tasks for k in range(config.rollouts_per_task)
+    ]
+    summary = summarize(episodes)
+    tokenizer_name = config.tokenizer or (
+        config.worker.removeprefix("hf:") if config.worker.startswith("hf:") else None
+    )
+    if tokenizer_name is not None:
+        summary.segments = export_kept(episodes, out, tokenizer_name)
+    (out / "summary.json").write_text(summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return summary
+
+
+def _run_episode(
+    env: gym.Env[Any, Any],
+    policy: Policy,
+    judge: Judge | None,
+    task: Task,
+    k: int,
+    seed: int,
+    config: CollectConfig,
+    out: Path,
+) -> CollectedEpisode:
+    log = ReviewLog(judge, shadow=config.judge_mode == "shadow")
+    trajectory = rollout(
+        env,
+        policy,
+        seed=seed,
+        options={"task_id": task.instance_id},
+        max_steps=config.max_steps,
+        review=log,
+    )
+    name = f"trajectories/{task.instance_id}__r{k}.jsonl"
+    trajectory.write(out / name)
+    end = trajectory.end
+    calls = trajectory.model_calls()
+    corrections = Counter(v.correction for v in log.verdicts if v.correction)
+    return CollectedEpisode(
+        instance_id=task.instance_id,
+        rollout=k,
+        status="infra_error" if end is None or end.infra_error else "ok",
+        reward=None if end is None or end.infra_error else end.reward,
+        exit_reason=end.exit_reason if end else None,
+        steps=len(calls),
+        format_errors=sum(1 for c in calls if c.action.get("kind") == "format_error"),
+        compactions=len([e for e in trajectory.compactions() if e.trigger != "masking"]),
+        corrections={t: corrections.get(t, 0) for t in CORRECTION_TYPES},
+        verdicts=log.verdicts,
+        filters=filter_reasons(trajectory, config),
+        trajectory=name,
+    )
+
+
+def summarize(episodes: list[CollectedEpisode]) -> CollectSummary:
+    corrections = {t: sum(e.corrections.get(t, 0) for e in episodes) for t in CORRECTION_TYPES}
+    total = sum(corrections.values())
+    graded = [e.reward for e in episodes if e.reward is not None]
+    verdicts = [v for e in episodes for v in e.verdicts]
+    proactive = [v for v in verdicts if v.candidate == "compact" and not v.forced]
+    summaries = [
+        v for v in verdicts if (v.candidate == "compact" or v.forced) and v.correction != "trigger"
+    ]
+    return CollectSummary(
+        valid_action_rate=_rate([v.candidate != "format_error" for v in verdicts]),
+        proactive_compactions=len(proactive),
+        right_time_rate=_rate([v.correction != "trigger" for v in proactive]),
+        summaries=len(summaries),
+        summary_pass_rate=_rate([v.correction != "working_state" for v in summaries]),
+        episodes=len(episodes),
+        kept=sum(1 for e in episodes if e.kept),
+        filtered={f: sum(1 for e in episodes if f in e.filters) for f in FILTERS},
+        success_rate=sum(graded) / len(graded) if graded else None,
+        reviewed_calls=sum(len(e.verdicts) for e in episodes),
+        corrections=corrections,
+        correction_mix={t: (n / total if total else 0.0) for t, n in corrections.items()},
+    )
+
+
+def _rate(flags: list[bool]) -> float | None:
+    return sum(flags) / len(flags) if flags else None
+
+
+def export_kept(episodes: list[CollectedEpisode], out: Path, tokenizer_name: str) -> int:
+    """Cut the kept trajectories into segments (``prefix_mismatch="split"``: a sampled output
+    need not re-tokenize to its own ids) and write ``dataset/``. Format errors are not trained."""
+    from ac_train.models import load_tokenizer
+    from ac_train.segments import segment_trajectory
+    from ac_train.sft import export_dataset
+
+    tokenizer = load_tokenizer(tokenizer_name)
+    segments = []
+    for episode in episodes:
+        if not episode.kept:
+            continue
+        trajectory = Trajectory.read(out / episode.trajectory)
+        segments.extend(
+            segment_trajectory(
+                trajectory, tokenizer, run_id=Path(episode.trajectory).stem, prefix_mismatch="split"
+            )
+        )
+    export_dataset(segments, out / "dataset", train_format_errors=False)
+    return len(segments)
