@@ -16,7 +16,8 @@ from ac_env.agents.reference import ReferenceAgent
 
 
 def first_line(text: str, width: int = 90) -> str:
-    line = next((x for x in text.splitlines() if x.strip() and not x.startswith("THOUGHT")), "")
+    skip = ("THOUGHT", "```")
+    line = next((x for x in text.splitlines() if x.strip() and not x.startswith(skip)), "")
     return line[:width]
 
 
