@@ -16,6 +16,72 @@ from typing import Any
 Subparsers = Any  # argparse's private _SubParsersAction
 
 
+def add_collect(subparsers: Subparsers) -> None:
+    parser = subparsers.add_parser(
+        "collect",
+        help="judge-corrected on-policy collection",
+        description="Run a policy on tasks with a judge reviewing each step before it executes; "
+        "write OUT/trajectories, OUT/episodes.jsonl, OUT/summary.json (filters, correction mix) "
+        "and OUT/dataset (segments of the kept trajectories). Rerunning resumes. Options left "
+        "out take CollectConfig's defaults.",
+    )
+    parser.add_argument("--out", required=True, type=Path, help="output directory")
+    parser.add_argument("--worker", help="reference | hf:<path|smollm2> | openai:<model>@<url>")
+    parser.add_argument("--judge", help="oracle (default) | none | llm:<worker>")
+    parser.add_argument(
+        "--shadow",
+        action="store_const",
+        const="shadow",
+        dest="judge_mode",
+        help="record the judge's verdicts but execute the policy's steps (evaluation)",
+    )
+    parser.add_argument("--source", dest="task_source", help="'builtin' or a task file")
+    parser.add_argument("--split", help="task split; 'all' for every split")
+    parser.add_argument("--subset", choices=["train", "eval"], help="built-in: train or held-out")
+    parser.add_argument("--ids", dest="task_ids", nargs="+", help="only these task ids")
+    parser.add_argument("--limit", type=int, help="first N tasks")
+    parser.add_argument("--rollouts-per-task", type=int)
+    parser.add_argument("--strategy", help="compaction strategy (default: learned)")
+    parser.add_argument("--fallback-threshold", type=int, help="forced compaction (tokens)")
+    parser.add_argument("--max-steps", type=int)
+    parser.add_argument("--temperature", type=float)
+    parser.add_argument("--max-new-tokens", type=int)
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--sandbox")
+    parser.add_argument("--tokenizer", help="for the dataset (default: the hf worker's)")
+    parser.add_argument("--no-progress", action="store_true")
+    parser.set_defaults(handler=_run_collect)
+
+
+def _run_collect(args: argparse.Namespace) -> int:
+    from ac_train.collect import CollectConfig, collect
+
+    names = [
+        "worker",
+        "judge",
+        "judge_mode",
+        "task_source",
+        "subset",
+        "task_ids",
+        "limit",
+        "rollouts_per_task",
+        "strategy",
+        "fallback_threshold",
+        "max_steps",
+        "temperature",
+        "max_new_tokens",
+        "seed",
+        "sandbox",
+        "tokenizer",
+    ]
+    given: dict[str, Any] = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
+    if args.split is not None:
+        given["split"] = None if args.split == "all" else args.split
+    summary = collect(CollectConfig(**given), args.out, progress=not args.no_progress)
+    print(summary.model_dump_json())
+    return 0
+
+
 def add_segments(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "segments",
@@ -43,10 +109,11 @@ def add_segments(subparsers: Subparsers) -> None:
 
 
 def _run_segments(args: argparse.Namespace) -> int:
+    from ac_train.models import load_tokenizer
     from ac_train.segments import segment_files
     from ac_train.sft import export_dataset
 
-    tokenizer = _load_tokenizer(args.tokenizer)
+    tokenizer = load_tokenizer(args.tokenizer)
     segments = list(
         segment_files(args.trajectories, tokenizer, prefix_mismatch=args.prefix_mismatch)
     )
@@ -119,7 +186,8 @@ def add_grpo(subparsers: Subparsers) -> None:
         "grpo",
         help="segment-aware GRPO on env rollouts",
         description="Train a policy by GRPO on its own rollouts in AutoCompact-SWE-v0 "
-        "(synchronous: sample, segment, one step). Writes OUTPUT_DIR/metrics.jsonl and "
+        "(synchronous: sample, segment, one step; --async: rollout workers generate while the "
+        "learner trains, within a staleness bound). Writes OUTPUT_DIR/metrics.jsonl and "
         "checkpoint-<step> dirs, continues from the latest checkpoint, and prints the last "
         "step's metrics as one JSON line. Options left out take GRPOConfig's defaults (the "
         "method's: learning rate 1e-6, 8 tasks x 8 rollouts, 50 env steps, 32K tokens).",
@@ -145,6 +213,24 @@ def add_grpo(subparsers: Subparsers) -> None:
     parser.add_argument("--seed", type=int)
     parser.add_argument("--no-std-scaling", action="store_true", help="Dr. GRPO advantages")
     parser.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints")
+    parser.add_argument(
+        "--report-to", choices=["tensorboard"], action="append", help="also log metrics there"
+    )
+    parser.add_argument(
+        "--async",
+        dest="asynchronous",
+        action="store_true",
+        help="asynchronous: --rollout-workers generate groups while the learner trains",
+    )
+    parser.add_argument("--max-staleness", type=int, help="async: policy versions (default 1)")
+    parser.add_argument(
+        "--on-stale", choices=["drop", "pause"], help="async: drop stale groups or pause workers"
+    )
+    parser.add_argument("--queue-groups", type=int, help="async: queue capacity in groups")
+    parser.add_argument(
+        "--rollout-backend", choices=["threads", "ray"], help="async: where workers run"
+    )
+    parser.add_argument("--ray-address", help="async with ray: the cluster to join")
     parser.set_defaults(handler=_run_grpo)
 
 
@@ -181,25 +267,36 @@ def _run_grpo(args: argparse.Namespace) -> int:
         env=env,
         scale_advantages_by_std=not args.no_std_scaling,
         resume=not args.no_resume,
+        report_to=args.report_to or [],
         **given,
     )
-    history = GRPOTrainer(config).train()
+    async_given = {
+        "max_staleness": args.max_staleness,
+        "on_stale": args.on_stale,
+        "queue_groups": args.queue_groups,
+        "backend": args.rollout_backend,
+        "ray_address": args.ray_address,
+    }
+    async_options = {name: value for name, value in async_given.items() if value is not None}
+    if async_options and not args.asynchronous:
+        raise SystemExit(f"--{next(iter(async_options)).replace('_', '-')} needs --async")
+    if args.asynchronous:
+        from ac_train.async_rl import AsyncConfig, AsyncGRPOTrainer
+
+        history = AsyncGRPOTrainer(config, AsyncConfig(**async_options)).train()
+    else:
+        history = GRPOTrainer(config).train()
     if history:
         print(history[-1].model_dump_json())
     return 0
 
 
-SUBCOMMANDS: tuple[Callable[[Subparsers], None], ...] = (add_segments, add_sft, add_grpo)
-
-
-def _load_tokenizer(name: str) -> Any:
-    from transformers import AutoTokenizer
-
-    from ac_train.models import SMOLLM2, ensure_smollm2_checkpoint
-
-    return AutoTokenizer.from_pretrained(
-        str(ensure_smollm2_checkpoint()) if name == SMOLLM2 else name
-    )
+SUBCOMMANDS: tuple[Callable[[Subparsers], None], ...] = (
+    add_collect,
+    add_segments,
+    add_sft,
+    add_grpo,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

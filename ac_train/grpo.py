@@ -8,20 +8,26 @@ token-mean clipped step on them. Metrics go to ``OUTPUT_DIR/metrics.jsonl`` (one
 checkpoints to ``OUTPUT_DIR/checkpoint-<steps done>`` every ``save_every`` steps, and a run
 started again in the same directory continues from the latest one.
 
+``GRPOTrainer.update`` is the learner's step on a batch of rollout groups, shared with the
+asynchronous trainer (``ac_train.async_rl``), which feeds it groups from rollout workers instead
+of sampling them in place.
+
 Defaults follow the method: learning rate 1e-6, 8 tasks x 8 rollouts, 50 env steps and 32K
 tokens per rollout, no KL, no entropy bonus.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import torch
@@ -87,6 +93,10 @@ class GRPOConfig(BaseModel):
     resume: bool = Field(default=True, description="continue from the latest checkpoint")
     seed: int = 0
     progress: bool = True
+    report_to: list[Literal["tensorboard"]] = Field(
+        default_factory=list,
+        description="also log each step's metrics there (TensorBoard: OUTPUT_DIR/tensorboard)",
+    )
 
     @model_validator(mode="after")
     def _limits_not_in_env(self) -> GRPOConfig:
@@ -118,7 +128,9 @@ class StepMetrics(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     step: int
-    policy_version: int = Field(description="optimizer steps behind the policy that sampled")
+    policy_version: int = Field(
+        description="optimizer steps behind the policy that sampled (async: the oldest group's)"
+    )
     rollouts: int
     infra_errors: int
     reward_mean: float | None = Field(description="over rollouts without an infra error")
@@ -132,8 +144,27 @@ class StepMetrics(BaseModel):
     loss: float
     clip_fraction: float
     grad_norm: float | None
-    rollout_s: float
+    rollout_s: float = Field(description="sync: wall time; async: worker-seconds of the groups")
     learn_s: float
+    wait_s: float = Field(
+        default=0.0, description="the learner's wait for rollouts (sync: all of rollout_s)"
+    )
+    staleness_mean: float = Field(
+        default=0.0, description="policy versions between generation and use, over the groups"
+    )
+    staleness_max: int = 0
+    dropped_groups: int = Field(default=0, description="stale groups discarded (async)")
+
+
+@dataclass(frozen=True)
+class RolloutGroup:
+    """The ``rollouts_per_task`` episodes of one task, all sampled by the weights of
+    ``policy_version`` (optimizer steps they had taken); ``generate_s``: seconds it took."""
+
+    task_id: str
+    policy_version: int
+    trajectories: list[Trajectory]
+    generate_s: float = 0.0
 
 
 def learner_step(
@@ -212,32 +243,62 @@ class GRPOTrainer:
             unit="step",
             disable=not config.progress,
         )
-        for step in steps:
-            metrics = self.step(step)
-            history.append(metrics)
-            with (config.output_dir / METRICS_FILE).open("a", encoding="utf-8") as out:
-                out.write(metrics.model_dump_json() + "\n")
-            steps.set_postfix(reward=metrics.reward_mean, tokens=metrics.trained_tokens)
-            done = step + 1
-            if done % config.save_every == 0 or done == config.steps:
-                self.save_checkpoint(done)
+        with self.rollout_session(), _metric_writers(config) as tensorboard:
+            for step in steps:
+                metrics = self.step(step)
+                history.append(metrics)
+                with (config.output_dir / METRICS_FILE).open("a", encoding="utf-8") as out:
+                    out.write(metrics.model_dump_json() + "\n")
+                for name, value in metrics.model_dump().items():
+                    if tensorboard is not None and value is not None and name != "step":
+                        tensorboard.add_scalar(f"grpo/{name}", value, step)
+                steps.set_postfix(reward=metrics.reward_mean, tokens=metrics.trained_tokens)
+                done = step + 1
+                if done % config.save_every == 0 or done == config.steps:
+                    self.save_checkpoint(done)
         return history
+
+    def rollout_session(self) -> contextlib.AbstractContextManager[None]:
+        """What runs around the training loop, after any resume: nothing here; the
+        asynchronous trainer starts its rollout workers."""
+        return contextlib.nullcontext()
 
     def step(self, step: int) -> StepMetrics:
         """Rollouts with the current policy, then one optimizer step on their segments."""
         config = self.config
         started = time.perf_counter()
         tasks = random.Random(f"{config.seed}:{step}").sample(self.task_ids, config.tasks_per_step)
-        groups = [[task] * config.rollouts_per_task for task in tasks]
-        trajectories = self.rollouts([task for group in groups for task in group], step)
+        trajectories = self.rollouts(
+            [task for task in tasks for _ in range(config.rollouts_per_task)], step
+        )
+        size = config.rollouts_per_task
+        groups = [
+            RolloutGroup(task, step, trajectories[i * size : (i + 1) * size])
+            for i, task in enumerate(tasks)
+        ]
         rollout_s = time.perf_counter() - started
+        return self.update(step, groups, rollout_s=rollout_s, wait_s=rollout_s)
 
+    def update(
+        self,
+        step: int,
+        groups: Sequence[RolloutGroup],
+        *,
+        rollout_s: float,
+        wait_s: float,
+        dropped_groups: int = 0,
+    ) -> StepMetrics:
+        """The learner's step: group advantages, segments, one optimizer step on them, and
+        the step's metrics. ``step`` is the learner's version (optimizer steps taken)."""
+        config = self.config
         started = time.perf_counter()
-        rewards = [_reward(t) for t in trajectories]
+        trajectories = [t for group in groups for t in group.trajectories]
+        reward_groups = [[_reward(t) for t in group.trajectories] for group in groups]
+        rewards = [r for group_rewards in reward_groups for r in group_rewards]
         advantages: list[float | None] = []
-        for first in range(0, len(rewards), config.rollouts_per_task):
+        for group_rewards in reward_groups:
             advantages += group_advantages(
-                rewards[first : first + config.rollouts_per_task],
+                group_rewards,
                 scale_by_std=config.scale_advantages_by_std,
                 eps=config.advantage_eps,
             )
@@ -259,11 +320,10 @@ class GRPOTrainer:
         learn_s = time.perf_counter() - started
 
         valid = [r for r in rewards if r is not None]
-        size = config.rollouts_per_task
-        reward_groups = [rewards[i : i + size] for i in range(0, len(rewards), size)]
+        lags = [step - group.policy_version for group in groups]
         return StepMetrics(
             step=step,
-            policy_version=step,
+            policy_version=min(group.policy_version for group in groups),
             rollouts=len(trajectories),
             infra_errors=len(rewards) - len(valid),
             reward_mean=sum(valid) / len(valid) if valid else None,
@@ -282,6 +342,10 @@ class GRPOTrainer:
             grad_norm=grad_norm,
             rollout_s=rollout_s,
             learn_s=learn_s,
+            wait_s=wait_s,
+            staleness_mean=_mean(lags),
+            staleness_max=max(lags),
+            dropped_groups=dropped_groups,
         )
 
     def rollouts(self, task_ids: list[str], step: int) -> list[Trajectory]:
@@ -320,11 +384,16 @@ class GRPOTrainer:
             "step": steps_done,
             "optimizer": self.optimizer.state_dict(),
             "torch_rng": torch.get_rng_state(),
+            **self.extra_state(),
         }
         torch.save(state, staging / TRAINER_STATE)
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
         return target
+
+    def extra_state(self) -> dict[str, Any]:
+        """More entries for the checkpoint's trainer state (the async trainer's queue policy)."""
+        return {}
 
     def load_checkpoint(self, checkpoint: Path) -> int:
         """Restore the weights, optimizer and RNG saved in ``checkpoint``; returns its step."""
@@ -373,6 +442,26 @@ def _keep_metrics_before(path: Path, step: int) -> None:
     path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
 
 
+@contextlib.contextmanager
+def _metric_writers(config: GRPOConfig) -> Iterator[Any]:
+    """A TensorBoard ``SummaryWriter`` when ``config.report_to`` names it, else ``None``."""
+    if "tensorboard" not in config.report_to:
+        yield None
+        return
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as error:
+        raise RuntimeError(
+            "report_to tensorboard needs the tensorboard package: "
+            "pip install 'autocompact[tensorboard]'"
+        ) from error
+    writer = SummaryWriter(log_dir=str(config.output_dir / "tensorboard"))
+    try:
+        yield writer
+    finally:
+        writer.close()
+
+
 def _reward(trajectory: Trajectory) -> float | None:
     end = trajectory.end
     if end is None or end.infra_error is not None:
@@ -387,6 +476,7 @@ def _mean(values: list[int]) -> float:
 __all__ = [
     "GRPOConfig",
     "GRPOTrainer",
+    "RolloutGroup",
     "StepMetrics",
     "latest_checkpoint",
     "learner_step",
