@@ -41,15 +41,18 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--train-tasks", type=int, default=4)
     parser.add_argument("--eval-tasks", type=int, default=3)
     parser.add_argument("--max-steps", type=int, default=8, help="env steps per episode")
-    parser.add_argument("--fallback-threshold", type=int, default=2500, help="forced compaction")
+    parser.add_argument("--bc-max-steps", type=int, default=12, help="per reference episode")
+    parser.add_argument("--fallback-threshold", type=int, default=2000, help="forced compaction")
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--epochs", type=float, default=2.0, help="of each SFT stage")
-    parser.add_argument("--learning-rate", type=float, default=5e-5, help="for a 135M model")
+    parser.add_argument("--learning-rate", type=float, default=1e-4, help="for a 135M model")
+    parser.add_argument("--max-length", type=int, default=3072, help="longer segments dropped")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--quick", action="store_true", help="1 task, 2 steps, 1 SFT step")
     args = parser.parse_args()
     if args.quick:
-        args.train_tasks, args.eval_tasks, args.max_steps, args.max_new_tokens = 1, 1, 2, 16
+        args.train_tasks, args.eval_tasks, args.max_new_tokens = 1, 1, 16
+        args.max_steps = args.bc_max_steps = 2
     return args
 
 
@@ -70,7 +73,7 @@ def episodes(
         rollouts_per_task=1,
         strategy="learned",
         fallback_threshold=args.fallback_threshold,
-        max_steps=args.max_steps,
+        max_steps=args.bc_max_steps if worker == "reference" else args.max_steps,
         max_new_tokens=args.max_new_tokens,
         tokenizer=args.model,
     )
@@ -87,8 +90,9 @@ def fine_tune(args: argparse.Namespace, model: str, data: Path, out: Path) -> st
             learning_rate=args.learning_rate,
             batch_size=4,
             micro_batch_size=1,  # no padding on CPU
-            max_length=4096,
+            max_length=args.max_length,
             train_format_errors=False,
+            activation_checkpointing=False,  # faster; SmolLM2 fits in memory without it
         )
         print(run_sft(config, data / "dataset" / "segments.jsonl").model_dump_json())
     return str(final)

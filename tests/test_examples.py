@@ -83,3 +83,18 @@ def test_collect_sft_quick_runs_every_stage(tmp_path: Path) -> None:
     assert set(results["eval"]) == {"base", "bc", "judge-sft"}
     assert (tmp_path / "run" / "bc" / "final").is_dir()
     assert (tmp_path / "run" / "results.png").stat().st_size > 0
+
+
+def test_grpo_steps_quick_prints_a_metrics_row(tmp_path: Path) -> None:
+    from ac_train.models import tiny_model_and_tokenizer
+
+    model, tokenizer = tiny_model_and_tokenizer()
+    model.save_pretrained(tmp_path / "tiny")
+    tokenizer.save_pretrained(tmp_path / "tiny")
+    out = run_example(
+        "grpo_steps.py", "--quick", "--model", str(tmp_path / "tiny"), "--out", "g", cwd=tmp_path
+    )
+    rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
+    assert len(rows) == 1 and rows[0][0] == "0", out
+    metrics = json.loads((tmp_path / "g" / "metrics.jsonl").read_text().splitlines()[0])
+    assert metrics["rollouts"] == 2

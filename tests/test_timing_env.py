@@ -241,3 +241,30 @@ def test_timing_env_under_sb3_subproc_vec_env(tiny_task_file: Path) -> None:
             break
     assert finished.all() and all(r in (0.0, 1.0) for r in final_rewards)
     envs.close()
+
+
+class MaskRecorder(gym.Wrapper):
+    """Keeps whether each step asked for a compaction the mask forbade."""
+
+    def __init__(self, env: TimingEnv) -> None:
+        super().__init__(env)
+        self.masked: list[bool] = []
+
+    def step(self, action):
+        result = self.env.step(action)
+        self.masked.append(result[-1]["compaction_masked"])
+        return result
+
+    def action_masks(self) -> np.ndarray:
+        return self.env.unwrapped.action_masks()
+
+
+@pytest.mark.slow
+def test_maskable_ppo_never_picks_a_masked_compaction(tiny_task_file: Path) -> None:
+    from sb3_contrib import MaskablePPO
+
+    env = MaskRecorder(make(tiny_task_file, choose_summarizer=True))
+    model = MaskablePPO("MlpPolicy", env, n_steps=24, batch_size=8, n_epochs=1, seed=0)
+    model.learn(total_timesteps=24)
+    assert len(env.masked) >= 24 and not any(env.masked)
+    env.close()
