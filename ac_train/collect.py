@@ -22,7 +22,6 @@ Filters (a trajectory is kept only when it hits none; each is counted):
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections import Counter
@@ -37,7 +36,7 @@ from tqdm import tqdm
 import ac_env  # noqa: F401  (registers the env id)
 from ac_env.agents.protocol import Policy, PolicyOutput
 from ac_env.agents.rollout import rollout
-from ac_env.bench.config import differences
+from ac_env.bench.config import claim_directory
 from ac_env.bench.workers import policy_factory
 from ac_env.prompts import COMPACTION_REQUEST
 from ac_env.strategies import get_strategy
@@ -251,24 +250,6 @@ def select_tasks(config: CollectConfig) -> list[Task]:
     if not tasks:
         raise ValueError(f"no tasks in {config.task_source!r} split {config.split!r}")
     return tasks[: config.limit]
-
-
-def claim_directory(config: CollectConfig, out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "config.json"
-    current = json.loads(config.model_dump_json())
-    if path.exists():
-        stored = json.loads(
-            CollectConfig.model_validate_json(path.read_text(encoding="utf-8")).model_dump_json()
-        )
-        diff = differences(stored, current)
-        if diff:
-            raise ValueError(
-                f"{out} holds a collection with another configuration; use a new directory. "
-                "Differences: " + "; ".join(diff)
-            )
-        return
-    path.write_text(json.dumps(current, indent=2) + "\n", encoding="utf-8")
 
 
 def read_episodes(out: Path) -> list[CollectedEpisode]:

@@ -84,18 +84,20 @@ def differences(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
     ]
 
 
-def claim_directory(config: BenchConfig, out_dir: Path) -> None:
-    """Write ``config.json`` into a new results directory, or check that the stored one is
-    the same run (``ConfigMismatchError`` listing every difference otherwise)."""
+def claim_directory(config: BaseModel, out_dir: Path) -> None:
+    """Write ``config.json`` (any run configuration: a benchmark's, a collection's) into a new
+    results directory, or check that the stored one is the same run (``ConfigMismatchError``
+    listing every difference otherwise)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / CONFIG_FILE
     current = json.loads(config.model_dump_json())
     if path.exists():
         stored = json.loads(path.read_text(encoding="utf-8"))
+        kind = type(config)
         try:  # settings added since the directory was written take their defaults
-            stored = json.loads(BenchConfig.model_validate(stored).model_dump_json())
+            stored = json.loads(kind.model_validate(stored).model_dump_json())
         except ValidationError as err:
-            raise ConfigMismatchError(f"{path}: not a benchmark configuration: {err}") from err
+            raise ConfigMismatchError(f"{path}: not a {kind.__name__}: {err}") from err
         diff = differences(stored, current)
         if diff:
             raise ConfigMismatchError(
