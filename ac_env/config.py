@@ -23,7 +23,10 @@ class EnvConfig(BaseModel):
     task_source: str = Field(
         default="builtin", description="'builtin' or a SWE-bench-format .jsonl/.json task file"
     )
-    split: str | None = Field(default="easy", description="task split; None: all splits")
+    split: str | None = Field(
+        default="easy",
+        description="task split; None: all splits (the default for a task file)",
+    )
     task_ids: list[str] | None = Field(default=None, description="restrict to these tasks")
     sandbox: str | SandboxFactory = Field(
         default="local",
@@ -58,6 +61,14 @@ class EnvConfig(BaseModel):
         "(the summary-ignored ablation); forced compaction still applies",
     )
     grading_timeout: float = Field(default=300.0, gt=0, description="seconds for the test run")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _task_file_takes_every_split(cls, data: Any) -> Any:
+        """``easy`` is the built-in suite's default split; a task file's default is all."""
+        if isinstance(data, dict) and data.get("task_source", "builtin") != "builtin":
+            return {"split": None, **data}
+        return data
 
     @model_validator(mode="after")
     def _threshold_below_window(self) -> EnvConfig:

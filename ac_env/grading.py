@@ -17,11 +17,15 @@ other than test ids not found, 5 no tests collected; anything but 0, 1, 2, 4, e.
 not found), or a log naming no test at all with exit code 0 or 1 (the runner never reported).
 The policy's own failures stay reward 0: a patch that breaks imports (collection errors give
 exit code 2, or 4 with "not found" for the ids of a module that no longer imports; the task's
-validation proves its ids exist), or that crashes or hangs the tests (``timed_out``).
+validation proves its ids exist), or that crashes or hangs the tests (``timed_out``). A test
+process that dies mid-run (``os._exit``, a signal, the memory limit) has started pytest's
+session and never printed its closing line: that crash is the patch's, reward 0, as SWE-bench's
+harness grades it (``tests/test_grading_parity.py`` checks the verdicts agree).
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 import time
 from contextlib import closing
@@ -38,6 +42,9 @@ MISSING = "MISSING"
 PROTECTED_PATTERNS = ("conftest.py", "*/conftest.py")
 """Paths (git wildmatch) the policy's patch may never change, besides ``task.test_files``."""
 _PYTEST_NOT_FOUND = "ERROR: not found:"
+_SESSION_START = re.compile(r"^=+ test session starts =+$", re.MULTILINE)
+_SESSION_END = re.compile(r"^=+ .*\bin \d+(?:\.\d+)?s\b.* =+$", re.MULTILINE)
+_PYTEST_TROUBLE = (3, 4, 5)
 _MODEL_PATCH = ".git/autocompact-model.patch"
 _TEST_PATCH = ".git/autocompact-test.patch"
 _APPLY_TIMEOUT_S = 60.0
@@ -145,7 +152,8 @@ def _grade_started(
     run = sandbox.exec(command, timeout_s, _RUN_OUTPUT_LIMIT)
     log.add(command, run.output + f"\n[exit code {run.exit_code}]\n")
     outcomes = parse_pytest_log(run.output)
-    if not run.timed_out:
+    crashed = not run.timed_out and _crashed(run.exit_code, run.output)
+    if not run.timed_out and not crashed:
         trouble = _runner_trouble(run.exit_code, run.output, bool(outcomes))
         if trouble is not None:
             return GradeResult.infra(trouble, log.text())
@@ -153,9 +161,12 @@ def _grade_started(
     tests = {test_id: str(outcomes.get(test_id, MISSING)) for test_id in test_ids}
     fail_to_pass = _group(task.FAIL_TO_PASS, tests)
     pass_to_pass = _group(task.PASS_TO_PASS, tests)
-    resolved = not fail_to_pass.failed and not pass_to_pass.failed
+    # A crashed run is never resolved, whatever "PASSED" lines its code printed before dying.
+    resolved = not fail_to_pass.failed and not pass_to_pass.failed and not crashed
     if run.timed_out:
         reason = f"the test run timed out after {timeout_s:g} s"
+    elif crashed:
+        reason = f"the test run crashed (exit code {run.exit_code}) before pytest reported"
     elif resolved:
         reason = "resolved: every FAIL_TO_PASS and PASS_TO_PASS test passes"
     else:
@@ -187,6 +198,15 @@ def _apply(sandbox: Sandbox, path: str, patch: str, excludes: list[str], log: _L
         return None
     lines = [line for line in result.output.splitlines() if line.startswith("error")]
     return "; ".join(lines[:3]) or result.output.strip()[-500:] or f"exit code {result.exit_code}"
+
+
+def _crashed(exit_code: int, output: str) -> bool:
+    """The test process died mid-run: pytest's session started and never closed."""
+    return (
+        exit_code not in _PYTEST_TROUBLE
+        and _SESSION_START.search(output) is not None
+        and _SESSION_END.search(output) is None
+    )
 
 
 def _runner_trouble(exit_code: int, output: str, any_outcome: bool) -> str | None:

@@ -5,7 +5,8 @@ in the published datasets, JSON-encoded strings of lists. Rows without a ``split
 ``swe-bench``. Columns some SWE-bench variants add and AutoCompact does not use
 (``IGNORED_COLUMNS``) are dropped; any other unknown column is an error. Errors name the
 file, the line where the row starts, and the field:
-``tasks.jsonl:17: FAIL_TO_PASS: Input should be a valid list``.
+``tasks.jsonl:17: FAIL_TO_PASS: Input should be a valid list``. A relative ``snapshot_dir``
+is relative to the file's directory, so a task file and its snapshots can move together.
 """
 
 from __future__ import annotations
@@ -60,8 +61,11 @@ def _rows_json(text: str, name: str) -> Iterator[tuple[int, Any]]:
         yield line, row
 
 
-def _normalize(row: dict[str, Any]) -> dict[str, Any]:
+def _normalize(row: dict[str, Any], directory: Path) -> dict[str, Any]:
     row = {key: value for key, value in row.items() if key not in IGNORED_COLUMNS}
+    snapshot = row.get("snapshot_dir")
+    if isinstance(snapshot, str) and snapshot and not Path(snapshot).is_absolute():
+        row["snapshot_dir"] = str(directory / snapshot)
     for key in LIST_FIELDS:
         value = row.get(key)
         if isinstance(value, str):
@@ -99,7 +103,7 @@ def read_task_file(path: str | Path) -> list[Task]:
         if not isinstance(row, dict):
             raise TaskFileError(f"{name}:{line}: expected a JSON object, got {type(row).__name__}")
         try:
-            task = Task.model_validate(_normalize(row))
+            task = Task.model_validate(_normalize(row, path.parent.absolute()))
         except ValidationError as error:
             raise TaskFileError(_describe(error, name, line)) from None
         if task.instance_id in seen:

@@ -1,0 +1,83 @@
+"""The library's suite before any bug: which tests a task may use.
+
+The first run (with per-test durations) finds the collected tests; test files that cannot be
+collected are ignored from then on. The tests a task may use are those that pass in every
+run and take at most ``slow_test_s`` seconds each; failing, skipped, flaky and slow tests are
+deselected in every later run (a slow test would make each mutant's run slow; leaving it out
+of FAIL_TO_PASS and PASS_TO_PASS keeps "the rest pass" exact over the tests the task has).
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict
+
+from ac_env.tasks.mined.runner import SuiteRun, SuiteRunner
+
+MAX_FAILING_SHARE = 0.2
+"""A suite where more than this share of collected tests fails at baseline is refused."""
+_MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^']+)'")
+
+
+class BaselineError(RuntimeError):
+    """The suite cannot serve as a baseline; the message is one line saying why."""
+
+
+class Baseline(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    tests: list[str]
+    deselected: list[str]
+    ignored_files: list[str]
+    slow: list[str]
+    duration_s: float
+
+
+def _refuse_run(run: SuiteRun, timeout_s: float) -> None:
+    if run.timed_out:
+        raise BaselineError(f"the test suite ran over {timeout_s:g} s at baseline")
+    collected = [test for test in run.outcomes if "::" in test]
+    if collected:
+        if run.exit_code not in (0, 1, 2):
+            raise BaselineError(f"pytest exited with code {run.exit_code} at baseline")
+        return
+    missing = _MISSING_MODULE.search(run.output)
+    if missing:
+        raise BaselineError(
+            f"tests need module {missing.group(1)!r}, which the sandbox's python3 cannot "
+            "import (it has the standard library and pytest only)"
+        )
+    lines = [line for line in run.output.splitlines() if line.strip()]
+    last = lines[-1].strip("= ") if lines else "no output"
+    raise BaselineError(f"no test ran at baseline (exit code {run.exit_code}: {last})")
+
+
+def run_baseline(
+    runner: SuiteRunner, *, runs: int = 2, slow_test_s: float = 0.25, timeout_s: float = 900.0
+) -> Baseline:
+    first = runner.run(durations=True, timeout_s=timeout_s)
+    _refuse_run(first, timeout_s)
+    ignored = first.collection_errors()
+    collected = [test for test in first.outcomes if "::" in test]
+    failing = first.failing(collected)
+    if len(failing) > MAX_FAILING_SHARE * len(collected):
+        raise BaselineError(f"{len(failing)} of {len(collected)} tests fail at baseline")
+    slow = sorted(t for t in collected if first.durations.get(t, 0.0) > slow_test_s)
+    kept = [t for t in collected if first.outcomes[t] == "PASSED" and t not in set(slow)]
+    duration_s = 0.0
+    for _ in range(runs - 1):
+        deselect = sorted(set(collected) - set(kept))
+        again = runner.run(deselect=deselect, ignore=ignored, timeout_s=timeout_s)
+        _refuse_run(again, timeout_s)
+        kept = [t for t in kept if again.outcomes.get(t) == "PASSED"]
+        duration_s = max(duration_s, again.duration_s)
+    if not kept:
+        raise BaselineError("no test passes at baseline")
+    return Baseline(
+        tests=kept,
+        deselected=sorted(set(collected) - set(kept)),
+        ignored_files=ignored,
+        slow=slow,
+        duration_s=duration_s or first.duration_s,
+    )

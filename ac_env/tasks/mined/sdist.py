@@ -1,0 +1,158 @@
+"""A library's source distribution: fetched from PyPI with pip, unpacked with tar, and made a
+one-commit git repository.
+
+``NAME==VERSION`` is fetched with ``pip download --no-binary NAME --no-deps`` (only that
+package from source, nothing else built); a path to a local ``.tar.gz`` is used as it is.
+The archive is unpacked with ``tar --no-same-owner`` (so git does not report dubious
+ownership) and committed once with every file force-added: the tree is exactly the commit,
+so ``git reset --hard && git clean -fdx`` restores it.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ac_env.tasks.synthetic.snapshot import COMMIT_DATE, GIT_IDENTITY
+
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
+_SPEC = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9._+!-]+)$")
+_DOWNLOAD_TIMEOUT_S = 300.0
+
+
+class SourceError(RuntimeError):
+    """The library's source could not be had; the message is one line saying why."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a library comes from: a PyPI requirement or a local archive."""
+
+    name: str
+    version: str
+    archive: Path | None = None
+
+    @property
+    def slug(self) -> str:
+        """``name-version``, the library's directory name in a build."""
+        return f"{re.sub(r'[-_.]+', '-', self.name).lower()}-{self.version}"
+
+    def __str__(self) -> str:
+        return str(self.archive) if self.archive else f"{self.name}=={self.version}"
+
+
+def parse_source(spec: str) -> Source:
+    """``NAME==VERSION`` or the path of a local sdist archive (``NAME-VERSION.tar.gz``)."""
+    match = _SPEC.match(spec.strip())
+    if match:
+        return Source(match["name"], match["version"])
+    path = Path(spec)
+    suffix = next((s for s in ARCHIVE_SUFFIXES if path.name.endswith(s)), None)
+    if suffix is None:
+        raise ValueError(f"{spec!r}: expected NAME==VERSION or a path to an sdist archive")
+    stem = path.name.removesuffix(suffix)
+    name, dash, version = stem.rpartition("-")
+    if not dash or not name or not version:
+        raise ValueError(f"{spec!r}: an sdist archive is named NAME-VERSION{suffix}")
+    return Source(name, version, path.resolve())
+
+
+def fetch_sdist(source: Source, directory: Path) -> Path:
+    """The library's sdist archive, downloaded into ``directory`` unless it is there."""
+    if source.archive is not None:
+        if not source.archive.is_file():
+            raise SourceError(f"no such sdist archive: {source.archive}")
+        return source.archive
+    found = _archives(directory)
+    if found:
+        return found[0]
+    directory.mkdir(parents=True, exist_ok=True)
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-binary",
+        source.name,
+        "--dest",
+        str(directory),
+        "--quiet",
+        f"{source.name}=={source.version}",
+    ]
+    try:
+        result = subprocess.run(
+            command, capture_output=True, text=True, timeout=_DOWNLOAD_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise SourceError(f"pip download ran over {_DOWNLOAD_TIMEOUT_S:g} s") from None
+    found = _archives(directory)
+    if result.returncode != 0 or not found:
+        lines = [line for line in result.stderr.splitlines() if "ERROR" in line]
+        detail = lines[0].strip() if lines else f"exit code {result.returncode}, no sdist"
+        raise SourceError(f"pip download failed: {detail}")
+    return found[0]
+
+
+def _archives(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if p.name.endswith(ARCHIVE_SUFFIXES))
+
+
+def unpack(archive: Path, target: Path) -> None:
+    """Unpack ``archive`` (one top-level directory) so that ``target`` holds its contents."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".unpack-", dir=target.parent) as scratch:
+        result = subprocess.run(
+            ["tar", "--no-same-owner", "-xf", str(archive), "-C", scratch],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise SourceError(f"tar could not unpack {archive.name}: {result.stderr.strip()}")
+        entries = list(Path(scratch).iterdir())
+        if len(entries) != 1 or not entries[0].is_dir():
+            raise SourceError(f"{archive.name} does not hold one top-level directory")
+        entries[0].rename(target)
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run git in ``repo`` with a fixed identity and date, no user or system config."""
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_DATE": COMMIT_DATE,
+        "GIT_COMMITTER_DATE": COMMIT_DATE,
+    }
+    result = subprocess.run(
+        ["git", *GIT_IDENTITY, "-c", "safe.directory=*", *args],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise SourceError(f"git {args[0]} failed in {repo}: {result.stderr.strip()}")
+    return result.stdout
+
+
+def commit_tree(repo: Path, message: str) -> str:
+    """Make ``repo`` a git repository whose one commit holds every file in it."""
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "--all", "--force", ".")
+    git(repo, "commit", "-q", "--no-verify", "-m", message)
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def copy_tree(source: Path, target: Path) -> None:
+    """Copy a working tree without its ``.git``."""
+    shutil.copytree(source, target, symlinks=True, ignore=shutil.ignore_patterns(".git"))
