@@ -218,6 +218,21 @@ def test_buggy_function_has_a_deprecated_twin(sample_tasks):
         assert len(hits) >= 2, task.instance_id
 
 
+def test_deprecated_copy_predates_the_bug_and_has_slips_of_its_own(sample_tasks):
+    for task in sample_tasks:
+        for section in task.patch.split("diff --git a/")[1:]:
+            path = section.split(" ", 1)[0]
+            lines = section.splitlines()
+            restored = [line[1:] for line in lines if line[:1] == "+" and line[:3] != "+++"]
+            legacy = next(task.snapshot_dir.rglob(f"legacy/{Path(path).stem}_v1.py"))
+            copy = legacy.read_text().splitlines()
+            assert all(line in copy for line in restored), (task.instance_id, path)
+            current = set((task.snapshot_dir / path).read_text().splitlines())
+            body = copy[copy.index('"""', 1) + 1 :]  # after the deprecation docstring
+            differing = [line for line in body if line not in current]
+            assert len(differing) > len(restored), task.instance_id  # the copy's own slips
+
+
 def test_task_subset_reads_the_instance_id(sample_tasks):
     assert {task_subset(t) for t in sample_tasks} == {"train", "eval"}
 

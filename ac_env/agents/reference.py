@@ -7,13 +7,19 @@ after a compaction), then takes the next step of a plain repair loop:
 1. run the test suite; the failing tests are the signal. When none fails (the ``hard``
    split), run the issue's reproduction snippet instead;
 2. locate: rank the lines the failing runs execute (``localize``);
-3. read the most suspicious function (``cat -n | sed -n``);
-4. try the repair templates' candidate edits one at a time, most promising first: apply it,
-   rerun the failing tests (or the snippet check); an edit that does not help is reverted
-   (``git checkout``) before the next one; one that makes every failing run pass is kept;
-5. run the whole suite with that edit: submit when it passes, else revert it and search on.
-   (Only a single edit that fixes every failing run counts, so a bug that needs several
-   edits, or a statement restored from nothing, is out of its reach.)
+3. read the most suspicious function (``cat -n | sed -n``), and compare it with any other
+   copy of it the repository keeps (``twins``: a deprecated copy, a vendored one);
+4. try candidate edits one at a time, most promising first: first the differences from those
+   copies (the only way back to a deleted statement), then the repair templates' one-line
+   fixes. Apply one, rerun the failing tests (or the snippet check); an edit that does not
+   help is reverted before the next one;
+5. an edit that makes every failing run pass goes to the whole suite: submit when it passes,
+   else revert it and search on. An edit that makes only some failing tests pass, the rest
+   failing as they did (a bug among several), goes there too: it is kept when exactly the
+   rest fail, and the search starts over (locate, read, try) for the rest. When nothing fixes
+   the rest on top of it, it is dropped and ruled out, and the search goes on without it (a
+   bounded look-ahead: at most ``MAX_KEPT_FIXES`` kept fixes, each leaving strictly fewer
+   failing tests).
 
 Every command starts with a comment naming its step (``# try: pkg/mod.py:12 `<` -> `<=```),
 which is how the agent recognizes its own steps in the history. ``compact_when="after_locate"``
@@ -23,7 +29,6 @@ the environment's forced compaction request with a valid summary.
 
 from __future__ import annotations
 
-import ast
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -31,24 +36,25 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ac_env.actions import SUMMARY_HEADER, Bash, TerminalParser
+from ac_env.agents.edit_script import EDIT_FAILED, edit_command, parse_edit, undo_command
 from ac_env.agents.localize import Suspect, localize_command, parse_report
 from ac_env.agents.protocol import PolicyOutput
-from ac_env.agents.pytest_report import parse_pytest
+from ac_env.agents.pytest_report import TestRun, parse_pytest
 from ac_env.agents.repairs import Edit, function_edits
 from ac_env.agents.reproduce import Reproduction, from_issue, verdict
+from ac_env.agents.twins import HEREDOC_END as TWINS_END
+from ac_env.agents.twins import parse_twins, twins_command
 from ac_env.agents.working_state import WorkingState, read_summary, write_summary
 from ac_env.prompts import COMPACTION_REQUEST
 
 CompactWhen = Literal["never", "after_locate"]
 
-EDIT_END = "AC_EDIT_END"
-EDIT_FAILED = "does not hold the text the edit expects"
+MAX_KEPT_FIXES = 2  # partial fixes kept on top of each other (a bug each)
 SUITE_TIMEOUT_S = 55  # under the env's default 60 s command limit
 TRY_TIMEOUT_S = 20  # the failing tests alone; a candidate that makes them hang is wrong
 _STEP = re.compile(r"^# (?P<kind>[a-z]+):? ?(?P<detail>.*)$")
 _ISSUE = re.compile(r"<issue>\n?(.*?)\n?</issue>", re.DOTALL)
 _NUMBERED = re.compile(r"^\s*(\d+)\t(.*)$")
-_EDIT_FIELD = re.compile(r"^(PATH|LINE|OLD|NEW|LABEL|PRIORITY) = (.*)$", re.MULTILINE)
 SUITE = (
     f"timeout {SUITE_TIMEOUT_S} python3 -m pytest -q --tb=short -p no:cacheprovider 2>&1 "
     "| tail -n 60"
@@ -119,6 +125,7 @@ def _advance(state: WorkingState, turn: Turn) -> None:
         state.last_run = f"`python3 -m pytest` -> {run.tally()}"
         if state.failing is None:
             state.failing = list(run.failing) if run.completed else []
+            state.failures = dict(run.messages) if run.completed else {}
     elif turn.kind == "reproduce":
         state.reproduced = True
         fixed = verdict(turn.output)
@@ -128,6 +135,7 @@ def _advance(state: WorkingState, turn: Turn) -> None:
     elif turn.kind == "locate":
         state.suspects = parse_report(turn.output)
     elif turn.kind == "read":
+        _undo_pending(state)
         path = turn.detail.split(" ", 1)[0]
         lines = {}
         for row in turn.output.splitlines():
@@ -136,6 +144,8 @@ def _advance(state: WorkingState, turn: Turn) -> None:
                 lines[int(match.group(1))] = match.group(2)
         state.note_read(path, lines)
         state.read.add(turn.detail)
+        if TWINS_END in turn.command:
+            state.twins[turn.detail] = parse_twins(turn.output)
     elif turn.kind == "try":
         _advance_try(state, turn)
     elif turn.kind == "verify":
@@ -144,12 +154,17 @@ def _advance(state: WorkingState, turn: Turn) -> None:
         state.last_run = f"whole suite -> {run.tally()}"
         if run.all_passed:
             state.verified = True
+        elif state.fix is not None and state.fix_leaves and _fails_exactly(run, state.fix_leaves):
+            state.keep_fix(state.fix)
         elif state.fix is not None:  # the fix breaks other tests: undo it, search on
             state.note_edit(state.fix, reverse=True)
             state.tried.append(state.fix.key)
-            state.pending, state.fix = state.fix, None
+            state.pending, state.fix, state.fix_leaves = state.fix, None, []
     elif turn.kind == "revert":
         _undo_pending(state)
+    elif turn.kind == "drop" and state.kept:
+        _undo_pending(state)
+        state.drop_kept()
 
 
 def _undo_pending(state: WorkingState) -> None:
@@ -165,42 +180,37 @@ def _advance_try(state: WorkingState, turn: Turn) -> None:
     if EDIT_FAILED in turn.output:
         state.tried.append(edit.key)
         return
+    leaves: list[str] = []
     if state.from_issue:
         helped = verdict(turn.output) is True
         state.last_run = f"issue snippet after {edit.key}: {'fixed' if helped else 'reproduced'}"
     else:
         run = parse_pytest(turn.output)
         helped = run.all_passed
+        if not helped and len(state.kept) < MAX_KEPT_FIXES and _fixes_some(run, state):
+            helped, leaves = True, sorted(run.failing)
         state.last_run = f"failing tests after {edit.key} -> {run.tally()}"
     if helped:
         state.note_edit(edit)
-        state.fix = edit
+        state.fix, state.fix_leaves = edit, leaves
     else:
         state.tried.append(edit.key)
         state.pending = edit
 
 
-def parse_edit(command: str) -> Edit | None:
-    """The edit a ``try`` command applies, read back from its script's constants."""
-    fields = dict(_EDIT_FIELD.findall(command))
-    try:
-        return Edit(
-            path=_literal(fields["PATH"]),
-            line=int(fields["LINE"]),
-            old=_literal(fields["OLD"]),
-            new=_literal(fields["NEW"]),
-            label=_literal(fields["LABEL"]),
-            priority=int(fields["PRIORITY"]),
-        )
-    except (KeyError, ValueError, SyntaxError):
-        return None
+def _fixes_some(run: TestRun, state: WorkingState) -> bool:
+    """Some of the target tests pass, and the rest fail as they did at first: an edit that
+    fixes one bug among several leaves the others' failures as they were (one that changes
+    them is more likely a change of symptoms than a fix)."""
+    still = set(run.failing)
+    if not (run.completed and run.failed == len(still) > 0 and still < set(state.target)):
+        return False
+    return all(run.messages[t] == state.failures.get(t, run.messages[t]) for t in still)
 
 
-def _literal(text: str) -> str:
-    value = ast.literal_eval(text)
-    if not isinstance(value, str):
-        raise ValueError(text)
-    return value
+def _fails_exactly(run: TestRun, tests: list[str]) -> bool:
+    """The whole suite completed and exactly ``tests`` failed."""
+    return run.completed and run.failed == len(tests) and set(run.failing) == set(tests)
 
 
 # ---- choosing the next step ----------------------------------------------------------------
@@ -242,6 +252,9 @@ def next_move(state: WorkingState) -> _Function | Edit | None:
     for function in _functions(suspects):
         if not _is_read(state, function):
             continue
+        for edit in state.twins.get(function.read_detail, []):
+            if edit.key not in done:  # evidence first: a copy's differences are few
+                candidates.append((function.best + 1.0, edit.priority, edit))
         lines = state.sources.get(function.path, {})
         scores = {s.line: s.score for s in suspects if s.path == function.path}
         body = {n: lines[n] for n in range(function.start, function.end + 1) if n in lines}
@@ -278,11 +291,12 @@ class ReferenceAgent:
         return PolicyOutput(text=f"THOUGHT: {thought}\n```bash\n{command}\n```")
 
     def _compacts_now(self, history: History, state: WorkingState) -> bool:
-        """The phase-aware trigger: right after locating, unless a summary already holds it."""
+        """The phase-aware trigger: right after locating (again, for the rest of a bug among
+        several), unless the summary already holds this location."""
         if self.compact_when != "after_locate" or not history.turns or not state.suspects:
             return False
-        already = history.summary is not None and read_summary(history.summary).suspects
-        return history.turns[-1].kind == "locate" and not already
+        summarized = read_summary(history.summary).suspects if history.summary else None
+        return history.turns[-1].kind == "locate" and summarized != state.suspects
 
     def _decide(
         self, state: WorkingState, reproduction: Reproduction | None
@@ -316,6 +330,15 @@ class ReferenceAgent:
                 + self._locate_command(state, reproduction),
                 "locate the bug again: rank the lines the failing runs execute",
             )
+        if state.fix is not None and state.fix_leaves:
+            left, of = len(state.fix_leaves), len(state.target)
+            return (
+                f"{of - left} of {of} failing tests pass with {state.fix.key}; check that the "
+                "whole suite fails only where it still should.",
+                "# verify: the whole suite with the partial fix\n" + SUITE,
+                f"run the whole test suite: keep the partial fix ({state.fix.key}) if only "
+                "its remaining failing tests fail, then locate the rest",
+            )
         if state.fix is not None:
             return (
                 "the failing runs pass now; check the whole suite.",
@@ -324,10 +347,21 @@ class ReferenceAgent:
             )
         move = next_move(state)
         if isinstance(move, _Function):
+            compare = move.read_detail not in state.twins
             return (
-                f"read {move.name}, which the failing runs implicate most.",
-                f"# read: {move.read_detail}\n"
-                f"cat -n {shlex.quote(move.path)} | sed -n '{move.start},{move.end}p'",
+                f"read {move.name}, which the failing runs implicate most"
+                + (
+                    ", and compare it with any other copy of it in the repository."
+                    if compare
+                    else "."
+                ),
+                f"# read: {move.read_detail}\n{_revert(state)}"
+                f"cat -n {shlex.quote(move.path)} | sed -n '{move.start},{move.end}p'"
+                + (
+                    "\n" + twins_command(move.path, move.name, move.start, move.end)
+                    if compare
+                    else ""
+                ),
                 f"read {move.path} lines {move.start}-{move.end} ({move.name}) and try the next "
                 "candidate edit there",
             )
@@ -335,12 +369,20 @@ class ReferenceAgent:
             check = (
                 reproduction.command()
                 if state.from_issue and reproduction
-                else _test_command(state.failing or [])
+                else _test_command(state.target)
             )
             return (
                 f"try {move.label} at {move.path}:{move.line}.",
-                f"# try: {move.key}\n{_revert(state)}{_edit_command(move)}\n{check}",
+                f"# try: {move.key}\n{_revert(state)}{edit_command(move)}\n{check}",
                 f"try the next candidate edit after {move.key}",
+            )
+        if state.kept:
+            dropped = state.kept[-1].edit
+            return (
+                f"no edit fixes the rest on top of {dropped.key}; drop it and search without it.",
+                f"# drop: the kept partial fix {dropped.key}\n{_revert(state)}"
+                + undo_command(dropped, [k.edit for k in state.kept[:-1]]),
+                f"undo the kept partial fix {dropped.key}, then locate again",
             )
         if state.pending is not None:
             return (
@@ -373,27 +415,8 @@ def _test_command(tests: list[str]) -> str:
     )
 
 
-def _edit_command(edit: Edit) -> str:
-    return (
-        f"python3 - <<'{EDIT_END}'\n"
-        "from pathlib import Path\n"
-        f"PATH = {edit.path!r}\n"
-        f"LINE = {edit.line}\n"
-        f"OLD = {edit.old!r}\n"
-        f"NEW = {edit.new!r}\n"
-        f"LABEL = {edit.label!r}\n"
-        f"PRIORITY = {edit.priority}\n"
-        "lines = Path(PATH).read_text().split('\\n')\n"
-        "if lines[LINE - 1] != OLD:\n"
-        f"    raise SystemExit(f'{{PATH}}:{{LINE}} {EDIT_FAILED}')\n"
-        "lines[LINE - 1] = NEW\n"
-        "Path(PATH).write_text('\\n'.join(lines))\n"
-        f"{EDIT_END}"
-    )
-
-
 def _revert(state: WorkingState) -> str:
-    """The shell line undoing the pending unhelpful edit ('' when there is none)."""
+    """The shell lines undoing the pending unhelpful edit ('' when there is none)."""
     if state.pending is None:
         return ""
-    return f"git checkout -- {shlex.quote(state.pending.path)}\n"
+    return undo_command(state.pending, [k.edit for k in state.kept]) + "\n"

@@ -4,8 +4,9 @@ Each template undoes one kind of common slip (the mutation operator families of 
 tasks are the same kinds of slips people make): a comparison or boundary flip, a swapped
 arithmetic operator, an off-by-one bound, an inverted condition or boolean, a wrong constant
 or default, swapped arguments. (A deleted statement cannot be guessed from the line around it;
-no template tries.) Templates work on the line's tokens, so text inside
-strings and comments is never touched. Lower ``priority`` means "try earlier".
+no template tries: ``twins`` looks for it in other copies of the code.) Templates work on the
+line's tokens, so text inside strings and comments is never touched. Lower ``priority`` means
+"try earlier".
 """
 
 from __future__ import annotations
@@ -60,8 +61,9 @@ class LineFix:
 
 @dataclass(frozen=True)
 class Edit:
-    """A candidate fix located in the repo: replace line ``line`` of ``path`` (which must
-    still read ``old``) by ``new``."""
+    """A candidate fix located in the repo: replace the lines of ``path`` from ``line`` on
+    that must still read ``old`` by ``new`` (both usually one line; several, newline-joined,
+    when a statement comes back or goes)."""
 
     path: str
     line: int

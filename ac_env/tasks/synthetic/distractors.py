@@ -1,7 +1,10 @@
 """Distractor modules: code that looks relevant to a bug but is not where it lives.
 
 - ``<pkg>/legacy/<module>_v1.py``: deprecated copies of domain modules, always including the
-  module that holds the bug (so the buggy function exists twice under the same name).
+  module that holds the bug (so the buggy function exists twice under the same name). A
+  deprecated copy predates the bug (it has the code as it was before the regression) and has
+  slips of its own that the maintained module fixed since (``old_slips``), so comparing the two
+  shows the regression among other differences, never alone.
 - ``<pkg>/contrib/<name>.py``: helpers copied from domain functions under near-identical
   names (``tier_rate_fast``, ``_tier_rate``, ...), some with comments that mention the
   symptom's keywords.
@@ -13,6 +16,8 @@ from __future__ import annotations
 
 import ast
 import random
+
+from ac_env.tasks.synthetic.mutations import Mutation, apply_mutations, find_mutations
 
 RENAMES = ("{}_fast", "_{}", "{}_compat", "{}2", "safe_{}", "{}_unchecked", "legacy_{}")
 PURPOSES = (
@@ -63,6 +68,27 @@ def legacy_module(path: str, source: str, package: str, version: str) -> tuple[s
         f'{package} {major + 1}.0.\n"""\n\n'
     )
     return f"{package}/legacy/{stem}_v1.py", header + rest
+
+
+LEGACY_SLIPS = 2
+SLIP_MARGIN = 2  # lines kept clear around the bug, so each difference stays its own hunk
+
+
+def old_slips(rng: random.Random, path: str, source: str, bugs: list[Mutation]) -> str:
+    """``source`` with up to ``LEGACY_SLIPS`` slips from the mutation families, none within
+    ``SLIP_MARGIN`` lines of a bug in this file nor of another slip."""
+    taken = [(m.line, m.end_line) for m in bugs if m.file == path]
+    chosen: list[Mutation] = []
+    candidates = find_mutations(path, source)
+    rng.shuffle(candidates)
+    for slip in candidates:
+        if len(chosen) == LEGACY_SLIPS:
+            break
+        low, high = slip.line - SLIP_MARGIN, slip.end_line + SLIP_MARGIN
+        if all(high < start or low > end for start, end in taken):
+            chosen.append(slip)
+            taken.append((slip.line, slip.end_line))
+    return apply_mutations(source, chosen)
 
 
 def legacy_package_init(package: str) -> str:

@@ -123,7 +123,10 @@ def render_project(
     legacy_sources = bug_files + rng.sample(others, extra_legacy)
     files[f"{package}/legacy/__init__.py"] = distractors.legacy_package_init(package)
     for path in legacy_sources:
-        target, text = distractors.legacy_module(path, files[path], package, domain.version)
+        # Made from the module as it was before the bug, with slips of its own.
+        slip_rng = random.Random(f"legacy:{entry.id}:{path}")
+        before = distractors.old_slips(slip_rng, path, domain.files[path], entry.mutations)
+        target, text = distractors.legacy_module(path, before, package, domain.version)
         files[target] = text
     files[f"{package}/contrib/__init__.py"] = distractors.contrib_package_init(package)
     taken: set[str] = set()
