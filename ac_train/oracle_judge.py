@@ -2,8 +2,9 @@
 
 The *phase* of an episode is read from what really happened: the bug is **located** once a
 command has shown a file the gold patch changes, or printed such a file's path together with a
-function the gold patch changes (``located_step``); the workspace is **edited** once
-``git diff`` is non-empty. Three checks, in this order:
+function the gold patch changes (``ac_env.bench.metrics.root_cause_step``, the benchmark's
+phase rule); the workspace is **edited** once ``git diff`` is non-empty. Three checks, in this
+order:
 
 - **trigger**. *Compact now*: the bug was located in the current segment at least
   ``solved_patience`` steps ago, nothing is edited yet, the history holds at least
@@ -38,10 +39,9 @@ from ac_env.agents.protocol import PolicyOutput
 from ac_env.agents.reference import ReferenceAgent
 from ac_env.bench.audit import RunTally, audit_summary, changed_files, last_test_run
 from ac_env.bench.continuation import follows
-from ac_env.bench.metrics import files_read_by
+from ac_env.bench.metrics import root_cause_step
 from ac_env.compaction import CommandRecord, files_read, parse_sections
 from ac_env.prompts import COMPACTION_REQUEST
-from ac_env.tasks import Task
 from ac_env.trajectory import CompactionEvent, ToolResult
 from ac_train.judge import ACCEPT, JudgeView, Verdict
 
@@ -72,7 +72,7 @@ class Facts:
         return cls(
             results=results,
             last_compaction=compactions[-1] if compactions else None,
-            root_read_step=located_step(results, view.task),
+            root_read_step=root_cause_step(results, view.task),
             changed=changed_files(view.diff),
             last_run=last_test_run(results, view.step),
             failing=_FAILED_ID.findall(last_pytest.output) if last_pytest else [],
@@ -221,21 +221,6 @@ class OracleJudge:
 
 
 # ---- facts about commands and summaries ------------------------------------------------------
-
-
-def located_step(results: Sequence[ToolResult], task: Task) -> int | None:
-    """The first step whose command showed a file the bug is in, or whose output names such a
-    file together with a function the gold patch changes (a traceback, a ranking)."""
-    if task.ground_truth is None:
-        return None
-    files = set(task.ground_truth.files)
-    names = {_short(f) for f in task.ground_truth.functions}
-    for result in results:
-        if files & set(files_read_by(result)):
-            return result.step
-        if any(f in result.output for f in files) and any(n in result.output for n in names):
-            return result.step
-    return None
 
 
 def is_search_or_read(command: str) -> bool:

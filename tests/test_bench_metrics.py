@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from ac_env.bench.metrics import bootstrap_mean, episode_metrics, root_cause_read_step
+from ac_env.bench.metrics import bootstrap_mean, episode_metrics, root_cause_step
 from ac_env.cost import CallCost, Pricing
 from ac_env.tasks.model import GroundTruth, Task
 from ac_env.trajectory import (
@@ -114,7 +114,7 @@ def test_episode_metrics_from_a_hand_built_trajectory():
     assert m.cache_hit_rate == pytest.approx(cached / (cached + uncached))
     assert m.peak_context_tokens == 5000
     assert m.mean_context_tokens == pytest.approx((1000 + 2000 + 400 + 3000 + 5000 + 500) / 6)
-    assert m.root_cause_read_step == 2
+    assert m.root_cause_step == 2
     assert [(c.step, c.kind, c.phase) for c in m.compactions] == [
         (1, "proactive", "before_root_cause"),
         (3, "skipped", "after_root_cause"),
@@ -130,15 +130,19 @@ def test_a_failed_episode_and_unknown_phase():
     no_truth = TASK.model_copy(update={"ground_truth": None})
     m = episode_metrics(t, no_truth, PRICING, context_window=10_000)
     assert not m.success and m.exit_reason == "budget"
-    assert m.root_cause_read_step is None
+    assert m.root_cause_step is None
     assert {c.phase for c in m.compactions} == {"unknown"}
 
 
-def test_root_cause_needs_a_read_of_the_file_not_a_mention():
-    assert root_cause_read_step([tool(0, "grep -rn core pkg/core.py")], TASK) is None
-    assert root_cause_read_step([tool(3, "sed -n '1,9p' pkg/core.py")], TASK) == 3
+def test_root_cause_needs_the_file_shown_not_mentioned():
+    assert root_cause_step([tool(0, "grep -rn core pkg/core.py")], TASK) is None
+    ranking = tool(2, "python3 locate.py").model_copy(update={"output": "pkg/core.py:3 in f"})
+    assert root_cause_step([ranking], TASK) == 2  # a ranking that names file and function
+    other = ranking.model_copy(update={"output": "pkg/core.py:3 in g"})
+    assert root_cause_step([other], TASK) is None
+    assert root_cause_step([tool(3, "sed -n '1,9p' pkg/core.py")], TASK) == 3
     commented = "# read: pkg/core.py f lines 1-9\ncat -n pkg/core.py | sed -n '1,9p'"
-    assert root_cause_read_step([tool(4, commented)], TASK) == 4
+    assert root_cause_step([tool(4, commented)], TASK) == 4
 
 
 def test_bootstrap_means_per_task_then_over_tasks():

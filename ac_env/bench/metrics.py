@@ -2,8 +2,9 @@
 
 Cost is split by where it went: uncached input, cached input, output (each priced at the tier
 of its call), and the part of it spent on calls whose output was a summary. A compaction's
-*phase* says whether it fired before or after the agent first read a file the bug is in (the
-task's ground truth), the moment the root cause came into view.
+*phase* says whether it fired before or after the root cause came into view (``root_cause_step``:
+a command showed a file the bug is in, or printed such a file's path together with a function
+the gold patch changes, as a traceback or a suspect ranking does; the task's ground truth).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class EpisodeMetrics(BaseModel):
     peak_context_tokens: int
     mean_context_tokens: float
     cache_hit_rate: float
-    root_cause_read_step: int | None
+    root_cause_step: int | None
     compactions: list[CompactionRecord]
 
     def count(self, kind: str) -> int:
@@ -70,7 +71,7 @@ def episode_metrics(
     cached = sum(c.cost.input_cached for c in calls)
     total_input = cached + sum(c.cost.input_uncached for c in calls)
     contexts = [c.context_tokens for c in calls]
-    root_step = root_cause_read_step(trajectory.tool_results(), task)
+    root_step = root_cause_step(trajectory.tool_results(), task)
     return EpisodeMetrics(
         reward=end.reward,
         success=end.reward == 1.0,
@@ -80,7 +81,7 @@ def episode_metrics(
         peak_context_tokens=max(contexts, default=0),
         mean_context_tokens=float(np.mean(contexts)) if contexts else 0.0,
         cache_hit_rate=cached / total_input if total_input else 0.0,
-        root_cause_read_step=root_step,
+        root_cause_step=root_step,
         compactions=_compactions(trajectory, root_step, task, context_window),
     )
 
@@ -98,14 +99,18 @@ def _add_call_cost(split: CostSplit, call: ModelCall, pricing: Pricing) -> None:
         split.summary_usd += uncached + cached + output
 
 
-def root_cause_read_step(results: Sequence[ToolResult], task: Task) -> int | None:
-    """The step of the first command that read a file the bug is in (None: never, or the task
-    has no ground truth)."""
+def root_cause_step(results: Sequence[ToolResult], task: Task) -> int | None:
+    """The step of the first command that showed a file the bug is in, or whose output names
+    such a file together with a function the gold patch changes (None: never, or the task has
+    no ground truth). Mentioning the file in the command alone does not count."""
     if task.ground_truth is None:
         return None
-    targets = set(task.ground_truth.files)
+    files = set(task.ground_truth.files)
+    names = {f.split(":")[-1].split(".")[-1] for f in task.ground_truth.functions}
     for result in results:
-        if targets & set(files_read_by(result)):
+        if files & set(files_read_by(result)):
+            return result.step
+        if any(f in result.output for f in files) and any(n in result.output for n in names):
             return result.step
     return None
 

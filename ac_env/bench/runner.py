@@ -225,7 +225,7 @@ def _attempt(
     metrics = episode_metrics(
         trajectory, job.task, make_pricing(config.pricing), env_config.context_window
     )
-    audits = audit_trajectory(trajectory, job.task, changed_at, metrics.root_cause_read_step)
+    audits = audit_trajectory(trajectory, job.task, changed_at, metrics.root_cause_step)
     return base.model_copy(
         update={
             "metrics": metrics,
