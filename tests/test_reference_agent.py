@@ -124,6 +124,25 @@ def test_localize_command_ranks_the_buggy_line(tmp_path):
     assert suspects[0] == SUSPECT
 
 
+def test_localize_traces_the_failing_tests_first_and_stops_at_its_budget(tmp_path):
+    repo = make_tiny_task(tmp_path).snapshot_dir
+    extra = "from calc.ops import mul\n" + "".join(
+        f"\n\ndef test_mul_{n}():\n    assert mul({n}, 1) == {n}\n" for n in range(3)
+    )
+    (repo / "tests" / "test_extra.py").write_text(extra)
+
+    def run(command: str) -> str:
+        return subprocess.run(
+            ["bash", "-c", command], cwd=repo, capture_output=True, text=True
+        ).stdout
+
+    whole = run(localize_command(failing=FAILING))
+    assert "(failing runs: 1, passing runs: 4)" in whole
+    cut = run(localize_command(failing=FAILING, budget_s=0))
+    assert "(failing runs: 1, passing runs: 1)" in cut  # stopped after one passing test
+    assert parse_report(cut)[0] == parse_report(whole)[0] == SUSPECT
+
+
 # ---- working state and summaries ---------------------------------------------------------
 
 

@@ -4,8 +4,11 @@ The command is a short stdlib-only script (it runs with the task's own ``python3
 sandbox). It records which lines of the repository's non-test code each test executes, then
 ranks the lines by the Ochiai score: executed by every failing run and by few passing ones ranks
 first. The failing runs are the failing tests, or, when the repo has no failing test (the
-``hard`` split), the issue's reproduction snippet. Each reported line names its enclosing
-function and that function's line range, so the agent can read exactly that function next.
+``hard`` split), the issue's reproduction snippet. The known failing tests run first, then the
+rest of the suite until ``TRACE_BUDGET_S`` is spent: on a large real suite the ranking then
+rests on the passing tests traced so far instead of on nothing (the command's own time limit).
+Each reported line names its enclosing function and that function's line range, so the agent
+can read exactly that function next.
 """
 
 from __future__ import annotations
@@ -16,14 +19,19 @@ from dataclasses import dataclass
 HEREDOC_END = "AC_LOCALIZE_END"
 TOP_LINES = 20
 TIMEOUT_S = 55
+TRACE_BUDGET_S = 40
 
 _SCRIPT = """\
-import ast, inspect, linecache, math, os, sys
+import ast, inspect, linecache, math, os, sys, time
 import pytest
 
 ROOT = os.getcwd() + os.sep
 SNIPPET = {snippet!r}
+FAILING = {failing!r}
+DEADLINE = time.monotonic() + {budget}
+ARGS = ["-q", "-p", "no:cacheprovider", "--tb=no", "--no-header"]
 hits, executed, spans = {{}}, set(), {{}}
+runs = {{"failed": 0, "passed": 0}}
 
 
 def is_source(path):
@@ -44,12 +52,19 @@ def trace(frame, event, arg):
 
 
 def record(failed):
+    runs["failed" if failed else "passed"] += 1
     for key in executed:
         hits.setdefault(key, [0, 0])[0 if failed else 1] += 1
     executed.clear()
 
 
 class Spectrum:
+    def __init__(self, skip=()):
+        self.skip = set(skip)
+
+    def pytest_collection_modifyitems(self, items):
+        items[:] = [item for item in items if item.nodeid not in self.skip]
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):
         executed.clear()
@@ -61,8 +76,11 @@ class Spectrum:
         if report.when == "call":
             record(report.failed)
 
+    def pytest_runtest_teardown(self, item):
+        if time.monotonic() > DEADLINE:
+            item.session.shouldstop = "the tracing time budget is spent"
 
-runs = {{"failed": 0, "passed": 0}}
+
 if SNIPPET:
     sys.path.insert(0, ROOT)
     sys.settrace(trace)
@@ -72,7 +90,9 @@ if SNIPPET:
         print("snippet raised", type(err).__name__ + ":", err)
     sys.settrace(None)
     record(True)
-pytest.main(["-q", "-p", "no:cacheprovider", "--tb=no", "--no-header"], plugins=[Spectrum()])
+if FAILING:
+    pytest.main(ARGS + FAILING, plugins=[Spectrum()])
+pytest.main(ARGS, plugins=[Spectrum(skip=FAILING)])
 failed_runs = max([f for f, _ in hits.values()] + [0])
 
 
@@ -92,7 +112,7 @@ for (path, line), (failed, passed) in hits.items():
         score = failed / math.sqrt(failed_runs * (failed + passed))
         scored.append((-round(score, 2), passed, path, line))
 scored.sort()
-print(f"suspicious lines (failing runs: {{failed_runs}}):")
+print(f"suspicious lines (failing runs: {{runs['failed']}}, passing runs: {{runs['passed']}}):")
 for neg_score, passed, path, line in scored[:{top}]:
     start, end, name = span(path, line)
     code = linecache.getline(path, line).strip()
@@ -118,10 +138,18 @@ class Suspect:
     end: int
 
 
-def localize_command(snippet: str | None = None) -> str:
-    """The shell command: the script fed to ``python3`` through a quoted heredoc. It runs the
-    whole test suite; ``snippet``, the issue's reproduction, counts as one more failing run."""
-    script = _SCRIPT.format(snippet=snippet or "", top=TOP_LINES)
+def localize_command(
+    snippet: str | None = None,
+    failing: list[str] | None = None,
+    budget_s: float = TRACE_BUDGET_S,
+) -> str:
+    """The shell command: the script fed to ``python3`` through a quoted heredoc. It runs
+    ``failing`` (test ids), then the rest of the suite within the time budget; ``snippet``,
+    the issue's reproduction, counts as one more failing run. ``budget_s``: seconds of
+    tracing after which the rest of the suite is left out."""
+    script = _SCRIPT.format(
+        snippet=snippet or "", failing=list(failing or []), budget=budget_s, top=TOP_LINES
+    )
     return f"timeout {TIMEOUT_S} python3 - <<'{HEREDOC_END}'\n{script}{HEREDOC_END}"
 
 

@@ -394,10 +394,11 @@ class ReferenceAgent:
 
     def _locate_command(self, state: WorkingState, reproduction: Reproduction | None) -> str:
         """The whole suite gives the passing runs: code that many passing tests execute is
-        less suspicious than code only the failing runs reach."""
+        less suspicious than code only the failing runs reach. The failing tests run first,
+        so a suite too large to trace in time still ranks."""
         if state.from_issue and reproduction is not None:
             return localize_command(reproduction.snippet)
-        return localize_command()
+        return localize_command(failing=state.target)
 
 
 def _task_line(issue: str) -> str:
