@@ -77,7 +77,11 @@ def _run_collect(args: argparse.Namespace) -> int:
     given: dict[str, Any] = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
     if args.split is not None:
         given["split"] = None if args.split == "all" else args.split
-    summary = collect(CollectConfig(**given), args.out, progress=not args.no_progress)
+    try:  # a bad setting or task selection is the caller's, not a crash
+        summary = collect(CollectConfig(**given), args.out, progress=not args.no_progress)
+    except ValueError as err:  # pydantic's ValidationError is one
+        print(f"ac-train collect: {err}", file=sys.stderr)
+        return 2
     print(summary.model_dump_json())
     return 0
 

@@ -150,3 +150,12 @@ def test_shadow_mode_measures_without_correcting(tiny_task_file, tmp_path):
     episode = json.loads((out / "episodes.jsonl").read_text().splitlines()[0])
     first = json.loads((out / episode["trajectory"]).read_text().splitlines()[1])
     assert first["produced_by"] == "policy" and first["action"]["kind"] == "compact"
+
+
+def test_the_cli_names_a_bad_setting_and_exits_2(tmp_path, capsys):
+    from ac_train.cli import main
+
+    assert main(["collect", "--out", str(tmp_path / "a"), "--judge", "oracel"]) == 2
+    assert "unknown judge 'oracel'" in capsys.readouterr().err
+    assert main(["collect", "--out", str(tmp_path / "b"), "--ids", "no-such-task"]) == 2
+    assert "no-such-task" in capsys.readouterr().err
