@@ -75,7 +75,7 @@ def episodes(
         fallback_threshold=args.fallback_threshold,
         max_steps=args.bc_max_steps if worker == "reference" else args.max_steps,
         max_new_tokens=args.max_new_tokens,
-        tokenizer=args.model,
+        tokenizer=args.model if mode == "correct" else None,  # evaluations train nothing
     )
 
 
