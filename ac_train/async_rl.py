@@ -380,7 +380,10 @@ class AsyncGRPOTrainer(GRPOTrainer):
     """``AsyncGRPOTrainer(config, AsyncConfig(...)).train()``: the synchronous trainer's loop,
     checkpoints and metrics, with each step's groups taken from rollout workers running
     alongside. ``weight_hooks`` are called like the workers' ``push_weights`` after each step
-    (``push_weights(state_dict, version)``; the state dict is a detached copy)."""
+    (``push_weights(state_dict, version)``; the state dict is a detached copy). The learner
+    runs in one process: not under a multi-process ``accelerate launch``."""
+
+    data_parallel = False
 
     def __init__(
         self,

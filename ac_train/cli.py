@@ -194,7 +194,9 @@ def add_grpo(subparsers: Subparsers) -> None:
         "learner trains, within a staleness bound). Writes OUTPUT_DIR/metrics.jsonl and "
         "checkpoint-<step> dirs, continues from the latest checkpoint, and prints the last "
         "step's metrics as one JSON line. Options left out take GRPOConfig's defaults (the "
-        "method's: learning rate 1e-6, 8 tasks x 8 rollouts, 50 env steps, 32K tokens).",
+        "method's: learning rate 1e-6, 8 tasks x 8 rollouts, 50 env steps, 32K tokens). "
+        "Data-parallel over N processes (synchronous only): accelerate launch --num_processes N "
+        "-m ac_train.cli grpo ...",
     )
     parser.add_argument("--output-dir", required=True, type=Path)
     parser.add_argument("--model", help="'smollm2' (default), an HF name or a checkpoint dir")
@@ -287,10 +289,11 @@ def _run_grpo(args: argparse.Namespace) -> int:
     if args.asynchronous:
         from ac_train.async_rl import AsyncConfig, AsyncGRPOTrainer
 
-        history = AsyncGRPOTrainer(config, AsyncConfig(**async_options)).train()
+        trainer: GRPOTrainer = AsyncGRPOTrainer(config, AsyncConfig(**async_options))
     else:
-        history = GRPOTrainer(config).train()
-    if history:
+        trainer = GRPOTrainer(config)
+    history = trainer.train()
+    if history and trainer.accelerator.is_main_process:
         print(history[-1].model_dump_json())
     return 0
 

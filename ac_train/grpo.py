@@ -12,6 +12,17 @@ started again in the same directory continues from the latest one.
 asynchronous trainer (``ac_train.async_rl``), which feeds it groups from rollout workers instead
 of sampling them in place.
 
+Data-parallel learning goes through HF accelerate: ``accelerate launch --num_processes N -m
+ac_train.cli grpo ...`` trains one model in N processes (one per GPU; on CPUs add
+``ACCELERATE_USE_CPU=true`` and ``--multi_gpu``). Each process runs the rollouts of every N-th of
+the step's tasks (``tasks_per_step`` must be a multiple of N), computes their groups' advantages
+(a group never spans processes) and trains on its own segments with a DDP-wrapped model; the
+token-mean is over the trained tokens of all processes, so the step's gradient is the one a
+single process would take on the whole batch. The metrics are the whole step's; the main process
+alone writes them and the checkpoints, which every process reads on resume (``OUTPUT_DIR`` must
+be shared by all machines). One process (a plain ``ac-train grpo``) is the same code with no
+communication.
+
 Defaults follow the method: learning rate 1e-6, 8 tasks x 8 rollouts, 50 env steps and 32K
 tokens per rollout, no KL, no entropy bonus.
 """
@@ -27,10 +38,12 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import gymnasium as gym
 import torch
+from accelerate import Accelerator
+from accelerate.utils import gather_object
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tqdm import tqdm
 from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
@@ -144,8 +157,13 @@ class StepMetrics(BaseModel):
     loss: float
     clip_fraction: float
     grad_norm: float | None
-    rollout_s: float = Field(description="sync: wall time; async: worker-seconds of the groups")
-    learn_s: float
+    rollout_s: float = Field(
+        description="sync: wall time (several processes: the slowest's); async: worker-seconds "
+        "of the groups"
+    )
+    learn_s: float = Field(
+        description="the learner's seconds (several processes: after the last one's rollouts)"
+    )
     wait_s: float = Field(
         default=0.0, description="the learner's wait for rollouts (sync: all of rollout_s)"
     )
@@ -168,14 +186,17 @@ class RolloutGroup:
 
 
 def learner_step(
-    model: PreTrainedModel,
+    model: PreTrainedModel | torch.nn.Module,
     optimizer: torch.optim.Optimizer,
     sequences: Sequence[PolicySequence],
     config: GRPOConfig,
     pad_token_id: int,
+    accelerator: Accelerator | None = None,
 ) -> tuple[LearnerStats, float | None]:
     """One optimizer step on ``sequences``; returns the learner's figures and the gradient
-    norm before clipping (``None`` when nothing was trained and no step was taken)."""
+    norm before clipping (``None`` when nothing was trained and no step was taken). With an
+    ``accelerator`` that prepared ``model`` and ``optimizer``, ``sequences`` are this process's
+    share of the step and the figures the whole step's (``accumulate_gradients``)."""
     optimizer.zero_grad(set_to_none=True)
     stats = accumulate_gradients(
         model,
@@ -184,11 +205,17 @@ def learner_step(
         clip=config.clip,
         temperature=config.temperature,
         pad_token_id=pad_token_id,
+        accelerator=accelerator,
     )
     if not stats.trained_tokens:
         return stats, None
     max_norm = config.max_grad_norm if config.max_grad_norm is not None else float("inf")
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
+    parameters = list(model.parameters())
+    if accelerator is not None:
+        norm = accelerator.clip_grad_norm_(parameters, max_norm)
+    else:
+        norm = torch.nn.utils.clip_grad_norm_(parameters, max_norm)
+    grad_norm = float(norm)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return stats, grad_norm
@@ -196,7 +223,14 @@ def learner_step(
 
 class GRPOTrainer:
     """``GRPOTrainer(config).train()``. A model and tokenizer may be passed in (tests, an SFT
-    checkpoint already loaded); otherwise ``config.model`` is loaded."""
+    checkpoint already loaded); otherwise ``config.model`` is loaded.
+
+    ``accelerator`` places the model and, under a multi-process launch, joins the processes;
+    ``model`` is the module itself (rollouts, weights, checkpoints), ``learner_model`` the same
+    one as the learner runs it (DDP-wrapped when there are several processes)."""
+
+    data_parallel: ClassVar[bool] = True
+    """Whether this trainer may run in several processes."""
 
     def __init__(
         self,
@@ -206,16 +240,30 @@ class GRPOTrainer:
     ) -> None:
         if (model is None) != (tokenizer is None):
             raise ValueError("pass both model and tokenizer, or neither")
+        self.accelerator = Accelerator()
+        processes = self.accelerator.num_processes
+        if processes > 1 and not self.data_parallel:
+            raise ValueError(
+                f"{type(self).__name__} learns in one process; it cannot run under a "
+                f"{processes}-process launch"
+            )
+        if config.tasks_per_step % processes:
+            raise ValueError(
+                f"tasks_per_step ({config.tasks_per_step}) must be a multiple of the number of "
+                f"processes ({processes}): each runs the groups of an equal share of the tasks"
+            )
         if model is None or tokenizer is None:
             model, tokenizer = load_model(config.model)
         self.config = config
         self.model = model
         self.tokenizer = tokenizer
+        self.show_progress = config.progress and self.accelerator.is_main_process
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.pad_token_id = int(pad)
-        self.optimizer = torch.optim.AdamW(
+        optimizer = torch.optim.AdamW(
             model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
         )
+        self.learner_model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.task_ids = self._task_ids()
         if config.tasks_per_step > len(self.task_ids):
             raise ValueError(
@@ -226,14 +274,17 @@ class GRPOTrainer:
 
     def train(self) -> list[StepMetrics]:
         config = self.config
+        main = self.accelerator.is_main_process
         config.output_dir.mkdir(parents=True, exist_ok=True)
         checkpoint = latest_checkpoint(config.output_dir) if config.resume else None
         if checkpoint is not None:
             self.start_step = self.load_checkpoint(checkpoint)
             message = f"resumed from {checkpoint} at step {self.start_step}"
             logger.info(message)
-            tqdm.write(message)
-        _keep_metrics_before(config.output_dir / METRICS_FILE, self.start_step)
+            if main:
+                tqdm.write(message)
+        if main:
+            _keep_metrics_before(config.output_dir / METRICS_FILE, self.start_step)
         history = []
         steps = tqdm(
             range(self.start_step, config.steps),
@@ -241,14 +292,15 @@ class GRPOTrainer:
             total=config.steps,
             desc="grpo",
             unit="step",
-            disable=not config.progress,
+            disable=not self.show_progress,
         )
-        with self.rollout_session(), _metric_writers(config) as tensorboard:
+        with self.rollout_session(), _metric_writers(config, enabled=main) as tensorboard:
             for step in steps:
                 metrics = self.step(step)
                 history.append(metrics)
-                with (config.output_dir / METRICS_FILE).open("a", encoding="utf-8") as out:
-                    out.write(metrics.model_dump_json() + "\n")
+                if main:
+                    with (config.output_dir / METRICS_FILE).open("a", encoding="utf-8") as out:
+                        out.write(metrics.model_dump_json() + "\n")
                 for name, value in metrics.model_dump().items():
                     if tensorboard is not None and value is not None and name != "step":
                         tensorboard.add_scalar(f"grpo/{name}", value, step)
@@ -268,6 +320,7 @@ class GRPOTrainer:
         config = self.config
         started = time.perf_counter()
         tasks = random.Random(f"{config.seed}:{step}").sample(self.task_ids, config.tasks_per_step)
+        tasks = tasks[self.accelerator.process_index :: self.accelerator.num_processes]
         trajectories = self.rollouts(
             [task for task in tasks for _ in range(config.rollouts_per_task)], step
         )
@@ -294,7 +347,6 @@ class GRPOTrainer:
         started = time.perf_counter()
         trajectories = [t for group in groups for t in group.trajectories]
         reward_groups = [[_reward(t) for t in group.trajectories] for group in groups]
-        rewards = [r for group_rewards in reward_groups for r in group_rewards]
         advantages: list[float | None] = []
         for group_rewards in reward_groups:
             advantages += group_advantages(
@@ -315,34 +367,48 @@ class GRPOTrainer:
             advantage_of.update({s.trajectory_id: advantage for s in cut})
         sequences = policy_sequences(segments, advantage_of)
         stats, grad_norm = learner_step(
-            self.model, self.optimizer, sequences, config, self.pad_token_id
+            self.learner_model,
+            self.optimizer,
+            sequences,
+            config,
+            self.pad_token_id,
+            self.accelerator,
         )
-        learn_s = time.perf_counter() - started
+        figures = _StepFigures(
+            reward_groups=reward_groups,
+            compactions=[len(t.compactions()) for t in trajectories],
+            segments=len({(s.trajectory_id, s.segment_index) for s in segments}),
+            versions=[group.policy_version for group in groups],
+            rollout_s=rollout_s,
+            wait_s=wait_s,
+            learn_s=time.perf_counter() - started,
+        ).gathered(self.accelerator)
 
+        reward_groups = figures.reward_groups
+        rewards = [r for group_rewards in reward_groups for r in group_rewards]
         valid = [r for r in rewards if r is not None]
-        lags = [step - group.policy_version for group in groups]
+        lags = [step - version for version in figures.versions]
         return StepMetrics(
             step=step,
-            policy_version=min(group.policy_version for group in groups),
-            rollouts=len(trajectories),
+            policy_version=min(figures.versions),
+            rollouts=len(rewards),
             infra_errors=len(rewards) - len(valid),
             reward_mean=sum(valid) / len(valid) if valid else None,
             solved_groups=sum(any(r == 1 for r in group) for group in reward_groups),
             informative_groups=sum(
                 len({r for r in group if r is not None}) > 1 for group in reward_groups
             ),
-            compactions_per_trajectory=_mean([len(t.compactions()) for t in trajectories]),
-            segments_per_trajectory=len({(s.trajectory_id, s.segment_index) for s in segments})
-            / max(len(trajectories), 1),
+            compactions_per_trajectory=_mean(figures.compactions),
+            segments_per_trajectory=figures.segments / max(len(rewards), 1),
             trained_sequences=stats.sequences,
             trained_tokens=stats.trained_tokens,
             tokens=stats.tokens,
             loss=stats.loss,
             clip_fraction=stats.clip_fraction,
             grad_norm=grad_norm,
-            rollout_s=rollout_s,
-            learn_s=learn_s,
-            wait_s=wait_s,
+            rollout_s=figures.rollout_s,
+            learn_s=figures.learn_s,
+            wait_s=figures.wait_s,
             staleness_mean=_mean(lags),
             staleness_max=max(lags),
             dropped_groups=dropped_groups,
@@ -351,7 +417,8 @@ class GRPOTrainer:
     def rollouts(self, task_ids: list[str], step: int) -> list[Trajectory]:
         """One episode per entry of ``task_ids``, in order, sampled by the current weights."""
         self.model.eval()  # no dropout: the learner recomputes the sampler's log-probs
-        made = iter(range(self.config.rollout_workers))
+        workers, rank = self.config.rollout_workers, self.accelerator.process_index
+        made = iter(range(rank * workers, (rank + 1) * workers))  # a seed per process and worker
 
         def policy() -> TransformersPolicy:
             return TransformersPolicy(
@@ -369,26 +436,30 @@ class GRPOTrainer:
             policy,
             jobs,
             workers=self.config.rollout_workers,
-            progress=self.config.progress,
+            progress=self.show_progress,
         )
 
     def save_checkpoint(self, steps_done: int) -> Path:
         """``checkpoint-<steps_done>``: the model (``save_pretrained``), tokenizer, optimizer,
-        step and torch RNG; written aside and renamed, so a partial one is never picked up."""
+        step and torch RNG; written aside and renamed, so a partial one is never picked up.
+        Several processes: the main one writes it (the replicas are equal) while all wait."""
         target = self.config.output_dir / f"{CHECKPOINT_PREFIX}{steps_done}"
-        staging = target.with_name(f".{target.name}.tmp")
-        shutil.rmtree(staging, ignore_errors=True)
-        self.model.save_pretrained(staging)
-        self.tokenizer.save_pretrained(staging)
-        state = {
-            "step": steps_done,
-            "optimizer": self.optimizer.state_dict(),
-            "torch_rng": torch.get_rng_state(),
-            **self.extra_state(),
-        }
-        torch.save(state, staging / TRAINER_STATE)
-        shutil.rmtree(target, ignore_errors=True)
-        staging.rename(target)
+        self.accelerator.wait_for_everyone()
+        if self.accelerator.is_main_process:
+            staging = target.with_name(f".{target.name}.tmp")
+            shutil.rmtree(staging, ignore_errors=True)
+            self.model.save_pretrained(staging)
+            self.tokenizer.save_pretrained(staging)
+            state = {
+                "step": steps_done,
+                "optimizer": self.optimizer.state_dict(),
+                "torch_rng": torch.get_rng_state(),
+                **self.extra_state(),
+            }
+            torch.save(state, staging / TRAINER_STATE)
+            shutil.rmtree(target, ignore_errors=True)
+            staging.rename(target)
+        self.accelerator.wait_for_everyone()
         return target
 
     def extra_state(self) -> dict[str, Any]:
@@ -442,10 +513,42 @@ def _keep_metrics_before(path: Path, step: int) -> None:
     path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
 
 
+@dataclass(frozen=True)
+class _StepFigures:
+    """What a step's metrics take from one process's groups: each group's rewards, each
+    trajectory's compactions, the segments, each group's policy version, and the times."""
+
+    reward_groups: list[list[float | None]]
+    compactions: list[int]
+    segments: int
+    versions: list[int]
+    rollout_s: float
+    wait_s: float
+    learn_s: float
+
+    def gathered(self, accelerator: Accelerator) -> _StepFigures:
+        """The whole step's, every process's groups together (the same on each process).
+        Rollout and wait times are the slowest process's; learn time the shortest, which is
+        the learner's time after the last process's rollouts came in."""
+        if accelerator.num_processes == 1:
+            return self
+        every: list[_StepFigures] = gather_object([self])
+        return _StepFigures(
+            reward_groups=[group for f in every for group in f.reward_groups],
+            compactions=[count for f in every for count in f.compactions],
+            segments=sum(f.segments for f in every),
+            versions=[version for f in every for version in f.versions],
+            rollout_s=max(f.rollout_s for f in every),
+            wait_s=max(f.wait_s for f in every),
+            learn_s=min(f.learn_s for f in every),
+        )
+
+
 @contextlib.contextmanager
-def _metric_writers(config: GRPOConfig) -> Iterator[Any]:
-    """A TensorBoard ``SummaryWriter`` when ``config.report_to`` names it, else ``None``."""
-    if "tensorboard" not in config.report_to:
+def _metric_writers(config: GRPOConfig, *, enabled: bool = True) -> Iterator[Any]:
+    """A TensorBoard ``SummaryWriter`` when ``config.report_to`` names it and ``enabled``
+    (the main process), else ``None``."""
+    if "tensorboard" not in config.report_to or not enabled:
         yield None
         return
     try:

@@ -10,20 +10,28 @@ recorded, ``A`` the token's trajectory advantage and ``N`` the number of trained
 whole step (all micro-batches). No KL term, no entropy bonus. Because ``N`` counts tokens, not
 sequences, cutting a trajectory into more segments does not change its weight, and splitting the
 step into micro-batches does not change the gradient.
+
+Data-parallel (several processes under ``accelerate launch``, each with its share of the step's
+sequences and a DDP-wrapped model), ``N`` is still the trained tokens of the whole step, summed
+over the processes, so splitting the step across processes does not change the gradient either.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
 from ac_train.segments import Segment
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
 
 
 def group_advantages(
@@ -97,6 +105,9 @@ class MicroBatch:
     behaviour_logprobs: torch.Tensor
     advantages: torch.Tensor
 
+    def to(self, device: torch.device) -> MicroBatch:
+        return MicroBatch(*(getattr(self, f.name).to(device) for f in fields(self)))
+
 
 def collate(sequences: Sequence[PolicySequence], pad_token_id: int) -> MicroBatch:
     length = max(len(s.input_ids) for s in sequences)
@@ -116,7 +127,7 @@ def collate(sequences: Sequence[PolicySequence], pad_token_id: int) -> MicroBatc
 
 
 def token_logprobs(
-    model: PreTrainedModel, batch: MicroBatch, temperature: float = 1.0
+    model: PreTrainedModel | torch.nn.Module, batch: MicroBatch, temperature: float = 1.0
 ) -> torch.Tensor:
     """Log-probs of the trained tokens of ``batch``, flat in row-major order (the order of
     ``batch.trained``), under ``log_softmax(logits / temperature)``: the sampler's distribution.
@@ -157,6 +168,9 @@ def clipped_loss_sum(
 
 @dataclass(frozen=True)
 class LearnerStats:
+    """One optimizer step's figures, all processes together: ``loss`` and ``clip_fraction``
+    are over the step's trained tokens, the counts are sums."""
+
     loss: float
     trained_tokens: int
     tokens: int
@@ -165,39 +179,89 @@ class LearnerStats:
 
 
 def accumulate_gradients(
-    model: PreTrainedModel,
+    model: PreTrainedModel | torch.nn.Module,
     sequences: Sequence[PolicySequence],
     *,
     micro_batch_size: int,
     clip: ClipRange,
     temperature: float = 1.0,
     pad_token_id: int = 0,
+    accelerator: Accelerator | None = None,
 ) -> LearnerStats:
     """Backpropagate one optimizer step's token-mean loss into ``model``'s ``.grad``, a
-    micro-batch at a time; the caller steps the optimizer. Nothing to train: no gradient."""
+    micro-batch at a time; the caller steps the optimizer. Nothing to train: no gradient.
+
+    With an ``accelerator`` (``model`` prepared by it), ``sequences`` are this process's share
+    of the step: the token count ``N`` is summed over the processes first, and each process's
+    loss is divided by ``N / processes``, so that DDP's average of the processes' gradients is
+    the gradient of the whole step. Gradients are all-reduced once, in the last micro-batch's
+    backward (the others run under ``no_sync``); a process with nothing to train while others
+    have runs one zero-weight pass to take part in it. The returned figures are the step's."""
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size: must be at least 1, got {micro_batch_size}")
-    total = sum(s.trained_tokens for s in sequences)
+    processes = accelerator.num_processes if accelerator is not None else 1
+    local = [
+        sum(s.trained_tokens for s in sequences),
+        sum(len(s.input_ids) for s in sequences),
+        len(sequences),
+    ]
+    trained_tokens, tokens, count = _sum_over_processes(local, accelerator)
+    total = int(trained_tokens)
+    if not total:
+        return LearnerStats(0.0, 0, int(tokens), int(count), 0.0)
+    device = next(model.parameters()).device
+    chunks = [
+        sequences[start : start + micro_batch_size]
+        for start in range(0, len(sequences), micro_batch_size)
+    ] or [[_idle_sequence(pad_token_id)]]
     loss, clipped = 0.0, 0
-    for start in range(0, len(sequences) if total else 0, micro_batch_size):
-        batch = collate(sequences[start : start + micro_batch_size], pad_token_id)
-        trained = batch.trained[:, 1:]
-        loss_sum, outside = clipped_loss_sum(
-            token_logprobs(model, batch, temperature),
-            batch.behaviour_logprobs[:, 1:][trained],
-            batch.advantages[:, None].expand_as(trained)[trained],
-            clip,
-        )
-        (loss_sum / total).backward()
-        loss += float(loss_sum.detach()) / total
-        clipped += outside
+    for index, chunk in enumerate(chunks):
+        last = index == len(chunks) - 1
+        with (
+            accelerator.no_sync(model)
+            if accelerator is not None and not last
+            else contextlib.nullcontext()
+        ):
+            batch = collate(chunk, pad_token_id).to(device)
+            trained = batch.trained[:, 1:]
+            loss_sum, outside = clipped_loss_sum(
+                token_logprobs(model, batch, temperature),
+                batch.behaviour_logprobs[:, 1:][trained],
+                batch.advantages[:, None].expand_as(trained)[trained],
+                clip,
+            )
+            scaled = loss_sum / (total / processes)
+            if accelerator is not None:
+                accelerator.backward(scaled)
+            else:
+                scaled.backward()
+        if sequences:
+            loss += float(loss_sum.detach()) / total
+            clipped += outside
+    step_loss, step_clipped = _sum_over_processes([loss, clipped], accelerator)
     return LearnerStats(
-        loss=loss,
+        loss=step_loss,
         trained_tokens=total,
-        tokens=sum(len(s.input_ids) for s in sequences),
-        sequences=len(sequences),
-        clip_fraction=clipped / total if total else 0.0,
+        tokens=int(tokens),
+        sequences=int(count),
+        clip_fraction=step_clipped / total,
     )
+
+
+def _idle_sequence(pad_token_id: int) -> PolicySequence:
+    """One trained token with advantage 0: a forward and backward through every weight that
+    adds nothing to any gradient."""
+    return PolicySequence([pad_token_id, pad_token_id], [False, True], [0.0, 0.0], 0.0)
+
+
+def _sum_over_processes(values: Sequence[float], accelerator: Accelerator | None) -> list[float]:
+    """``values`` summed element-wise over the processes of a multi-process launch (float64,
+    exact for counts below 2**53); unchanged in one process."""
+    if accelerator is None or accelerator.num_processes == 1:
+        return [float(v) for v in values]
+    local = torch.tensor(values, dtype=torch.float64, device=accelerator.device)
+    summed: torch.Tensor = accelerator.reduce(local, reduction="sum")
+    return [float(v) for v in summed.tolist()]
 
 
 __all__ = [
