@@ -393,6 +393,11 @@ class AsyncGRPOTrainer(GRPOTrainer):
         tokenizer: PreTrainedTokenizerBase | None = None,
         weight_hooks: Sequence[PushWeights] = (),
     ) -> None:
+        if config.demonstration is not None:
+            raise ValueError(
+                "demonstration: start states are not supported by the asynchronous trainer; "
+                "run it synchronously"
+            )
         super().__init__(config, model, tokenizer)
         self.async_config = async_config or AsyncConfig()
         self.weight_hooks = list(weight_hooks)

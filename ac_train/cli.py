@@ -223,6 +223,17 @@ def add_grpo(subparsers: Subparsers) -> None:
         "--report-to", choices=["tensorboard"], action="append", help="also log metrics there"
     )
     parser.add_argument(
+        "--demonstration-steps-left",
+        type=int,
+        nargs="+",
+        metavar="N",
+        help="start rollouts in the reference agent's solved episodes, before its N-th model "
+        "call from the end (a reverse curriculum for a weak model; e.g. 3: before its edit)",
+    )
+    parser.add_argument(
+        "--max-policy-steps", type=int, help="with --demonstration-steps-left: env steps per start"
+    )
+    parser.add_argument(
         "--async",
         dest="asynchronous",
         action="store_true",
@@ -268,6 +279,13 @@ def _run_grpo(args: argparse.Namespace) -> int:
         "seed",
     ]
     given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    if args.max_policy_steps is not None and args.demonstration_steps_left is None:
+        raise SystemExit("--max-policy-steps needs --demonstration-steps-left")
+    if args.demonstration_steps_left is not None:
+        demonstration = {"steps_left": args.demonstration_steps_left}
+        if args.max_policy_steps is not None:
+            demonstration["max_policy_steps"] = args.max_policy_steps
+        given["demonstration"] = demonstration
     config = GRPOConfig(
         output_dir=args.output_dir,
         env=env,

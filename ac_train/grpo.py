@@ -61,6 +61,12 @@ from ac_train.grpo_loss import (
 )
 from ac_train.models import TransformersPolicy, load_model
 from ac_train.segments import PrefixMismatch, Segment, segment_trajectory
+from ac_train.start_states import (
+    StartState,
+    demonstration_starts,
+    policy_compactions,
+    policy_events,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +74,21 @@ ENV_ID = "AutoCompact-SWE-v0"
 CHECKPOINT_PREFIX = "checkpoint-"
 TRAINER_STATE = "trainer_state.pt"
 METRICS_FILE = "metrics.jsonl"
+
+
+class DemonstrationStarts(BaseModel):
+    """Rollouts that start part-way through the reference agent's solved episode of each task
+    (a reverse curriculum for a model too weak to solve tasks from the start; see
+    ``ac_train.start_states``). Only what the policy writes from the start on is trained."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps_left: list[int] = Field(
+        default_factory=lambda: [3],
+        min_length=1,
+        description="start before the demonstrator's n-th model call from the end, for each n",
+    )
+    max_policy_steps: int = Field(default=4, ge=1, description="env steps from a start")
 
 
 class GRPOConfig(BaseModel):
@@ -104,6 +125,9 @@ class GRPOConfig(BaseModel):
     )
     save_every: int = Field(default=10, ge=1, description="steps between checkpoints")
     resume: bool = Field(default=True, description="continue from the latest checkpoint")
+    demonstration: DemonstrationStarts | None = Field(
+        default=None, description="start rollouts in demonstrations; None: from the task's start"
+    )
     seed: int = 0
     progress: bool = True
     report_to: list[Literal["tensorboard"]] = Field(
@@ -264,11 +288,26 @@ class GRPOTrainer:
             model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
         )
         self.learner_model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        self.starts: dict[str, StartState] = {}
+        # what a step draws from: the env's task ids, or with ``config.demonstration`` the
+        # ids of the start states (``<task>@-<steps left>``)
         self.task_ids = self._task_ids()
+        if config.demonstration is not None:
+            found = demonstration_starts(
+                config.make_env,
+                self.task_ids,
+                steps_left=config.demonstration.steps_left,
+                progress=self.show_progress,
+            )
+            self.starts = {start.id: start for start in found}
+            self.task_ids = list(self.starts)
         if config.tasks_per_step > len(self.task_ids):
+            offered = (
+                "start states the demonstrations give" if self.starts else "tasks the env offers"
+            )
             raise ValueError(
                 f"tasks_per_step ({config.tasks_per_step}) exceeds the {len(self.task_ids)} "
-                "tasks the env offers"
+                f"{offered}"
             )
         self.start_step = 0
 
@@ -345,7 +384,11 @@ class GRPOTrainer:
         the step's metrics. ``step`` is the learner's version (optimizer steps taken)."""
         config = self.config
         started = time.perf_counter()
-        trajectories = [t for group in groups for t in group.trajectories]
+        trajectories = [
+            policy_events(t, self._start_step(group.task_id))
+            for group in groups
+            for t in group.trajectories
+        ]
         reward_groups = [[_reward(t) for t in group.trajectories] for group in groups]
         advantages: list[float | None] = []
         for group_rewards in reward_groups:
@@ -376,7 +419,11 @@ class GRPOTrainer:
         )
         figures = _StepFigures(
             reward_groups=reward_groups,
-            compactions=[len(t.compactions()) for t in trajectories],
+            compactions=[
+                len(policy_compactions(t, self._start_step(group.task_id)))
+                for group in groups
+                for t in group.trajectories
+            ],
             segments=len({(s.trajectory_id, s.segment_index) for s in segments}),
             versions=[group.policy_version for group in groups],
             rollout_s=rollout_s,
@@ -430,14 +477,27 @@ class GRPOTrainer:
                 policy_version=step,
             )
 
-        jobs = [RolloutJob(options={"task_id": task_id}) for task_id in task_ids]
+        jobs = [self._job(task_id) for task_id in task_ids]
+        demonstration = self.config.demonstration
         return rollout_many(
             self.config.make_env,
             policy,
             jobs,
             workers=self.config.rollout_workers,
+            max_steps=demonstration.max_policy_steps if demonstration else None,
             progress=self.show_progress,
         )
+
+    def _job(self, task_id: str) -> RolloutJob:
+        start = self.starts.get(task_id)
+        if start is None:
+            return RolloutJob(options={"task_id": task_id})
+        return RolloutJob(options={"task_id": start.task_id}, start=start.snapshot)
+
+    def _start_step(self, task_id: str) -> int:
+        """Env steps a rollout of ``task_id`` (a task or start-state id) began after."""
+        start = self.starts.get(task_id)
+        return start.step if start is not None else 0
 
     def save_checkpoint(self, steps_done: int) -> Path:
         """``checkpoint-<steps_done>``: the model (``save_pretrained``), tokenizer, optimizer,
@@ -577,6 +637,7 @@ def _mean(values: list[int]) -> float:
 
 
 __all__ = [
+    "DemonstrationStarts",
     "GRPOConfig",
     "GRPOTrainer",
     "RolloutGroup",

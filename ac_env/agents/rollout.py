@@ -17,6 +17,7 @@ import gymnasium as gym
 from tqdm import tqdm
 
 from ac_env.agents.protocol import Policy, PolicyOutput
+from ac_env.snapshot import EpisodeSnapshot
 from ac_env.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -26,10 +27,12 @@ Review = Callable[[gym.Env[Any, Any], Any, PolicyOutput], PolicyOutput]
 
 
 class RolloutJob(NamedTuple):
-    """One episode to run: ``env.reset(seed=seed, options=options)``."""
+    """One episode to run: ``env.reset(seed=seed, options=options)``, then, with ``start``,
+    ``env.unwrapped.restore(start)``: the episode continues that snapshot."""
 
     seed: int | None = None
     options: dict[str, Any] | None = None
+    start: EpisodeSnapshot | None = None
 
 
 def rollout(
@@ -40,6 +43,7 @@ def rollout(
     options: dict[str, Any] | None = None,
     max_steps: int | None = None,
     review: Review | None = None,
+    start: EpisodeSnapshot | None = None,
 ) -> Trajectory:
     """Run one episode to its end and return its trajectory.
 
@@ -47,10 +51,13 @@ def rollout(
     with exit reason ``max_steps`` (graded like any truncation). ``review(env, observation,
     candidate)`` sees each policy output before it executes and returns the output to execute
     (a Judge's hook, ``ac_train.collect``); an exception from it ends the episode like a policy
-    error."""
+    error. ``start``: continue this snapshot of an episode (taken in an env with the same
+    configuration) instead of the fresh one ``reset`` began; ``max_steps`` counts from it."""
     if max_steps is not None and max_steps < 1:
         raise ValueError(f"max_steps: must be at least 1, got {max_steps}")
     observation, _ = env.reset(seed=seed, options=options)
+    if start is not None:
+        observation = env.unwrapped.restore(start)  # type: ignore[attr-defined]
     return play(env, policy, observation, max_steps=max_steps, review=review)
 
 
@@ -113,7 +120,12 @@ def rollout_many(
             with lock:
                 made.append(local.env)
         return rollout(
-            local.env, local.policy, seed=job.seed, options=job.options, max_steps=max_steps
+            local.env,
+            local.policy,
+            seed=job.seed,
+            options=job.options,
+            max_steps=max_steps,
+            start=job.start,
         )
 
     results: list[Trajectory | None] = [None] * len(parsed)
