@@ -85,6 +85,26 @@ def test_collect_sft_quick_runs_every_stage(tmp_path: Path) -> None:
     assert (tmp_path / "run" / "results.png").stat().st_size > 0
 
 
+@pytest.mark.slow
+def test_grpo_real_run_quick_runs_every_stage(tmp_path: Path) -> None:
+    from ac_train.models import tiny_model_and_tokenizer
+
+    model, tokenizer = tiny_model_and_tokenizer()
+    model.save_pretrained(tmp_path / "tiny")
+    tokenizer.save_pretrained(tmp_path / "tiny")
+    out = run_example(
+        "grpo_real_run.py", "--quick", "--model", str(tmp_path / "tiny"), "--out", "run",
+        cwd=tmp_path, timeout=400,
+    )  # fmt: skip
+    assert "held-out success: before" in out
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert 0 <= results["before"] <= 1 and 0 <= results["after"] <= 1
+    assert len(results["reward_curve"]) == 1
+    metrics = json.loads((tmp_path / "run" / "grpo" / "metrics.jsonl").read_text())
+    assert metrics["rollouts"] == 2 and metrics["compactions_per_trajectory"] == 0
+    assert (tmp_path / "run" / "results.png").stat().st_size > 0
+
+
 def test_grpo_steps_quick_prints_a_metrics_row(tmp_path: Path) -> None:
     from ac_train.models import tiny_model_and_tokenizer
 
