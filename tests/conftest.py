@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,3 +36,15 @@ def tiny_task_file(tmp_path_factory: pytest.TempPathFactory, tiny_task: Task) ->
 def task_factory():
     """Builds a fresh tiny task (its own snapshot) under a given directory."""
     return make_tiny_task
+
+
+@pytest.fixture
+def one_torch_thread() -> Iterator[None]:
+    """Torch on one thread during the test: sandboxes and model code share the few cores, and
+    on a small machine one thread is faster than contending ones."""
+    import torch  # here: tests of ac_env alone run without torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

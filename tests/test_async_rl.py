@@ -17,13 +17,7 @@ from ac_train.cli import main
 from ac_train.grpo import TRAINER_STATE, GRPOConfig, RolloutGroup, read_metrics
 from ac_train.models import tiny_model_and_tokenizer
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def group(version: int, task: str = "t") -> RolloutGroup:

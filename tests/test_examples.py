@@ -41,6 +41,14 @@ def run_example(name: str, *args: str, cwd: Path, timeout: int = 240) -> str:
     return done.stdout
 
 
+def save_tiny_model(path: Path) -> None:
+    from ac_train.models import tiny_model_and_tokenizer
+
+    model, tokenizer = tiny_model_and_tokenizer()
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+
+
 def test_quickstart_prints_each_step_and_the_reward(tmp_path: Path) -> None:
     out = run_example("run_builtin.py", "--tasks", "1", cwd=tmp_path)
     assert "=== synthetic__" in out and "step  1" in out
@@ -62,11 +70,7 @@ def test_compare_strategies_writes_a_report_and_plots(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_collect_sft_quick_runs_every_stage(tmp_path: Path) -> None:
-    from ac_train.models import tiny_model_and_tokenizer
-
-    model, tokenizer = tiny_model_and_tokenizer()
-    model.save_pretrained(tmp_path / "tiny")
-    tokenizer.save_pretrained(tmp_path / "tiny")
+    save_tiny_model(tmp_path / "tiny")
     out = run_example(
         "collect_sft.py",
         "--quick",
@@ -87,11 +91,7 @@ def test_collect_sft_quick_runs_every_stage(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_grpo_real_run_quick_runs_every_stage(tmp_path: Path) -> None:
-    from ac_train.models import tiny_model_and_tokenizer
-
-    model, tokenizer = tiny_model_and_tokenizer()
-    model.save_pretrained(tmp_path / "tiny")
-    tokenizer.save_pretrained(tmp_path / "tiny")
+    save_tiny_model(tmp_path / "tiny")
     out = run_example(
         "grpo_real_run.py", "--quick", "--model", str(tmp_path / "tiny"), "--out", "run",
         cwd=tmp_path, timeout=400,
@@ -106,11 +106,7 @@ def test_grpo_real_run_quick_runs_every_stage(tmp_path: Path) -> None:
 
 
 def test_grpo_steps_quick_prints_a_metrics_row(tmp_path: Path) -> None:
-    from ac_train.models import tiny_model_and_tokenizer
-
-    model, tokenizer = tiny_model_and_tokenizer()
-    model.save_pretrained(tmp_path / "tiny")
-    tokenizer.save_pretrained(tmp_path / "tiny")
+    save_tiny_model(tmp_path / "tiny")
     out = run_example(
         "grpo_steps.py", "--quick", "--model", str(tmp_path / "tiny"), "--out", "g", cwd=tmp_path
     )

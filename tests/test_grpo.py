@@ -29,13 +29,7 @@ from ac_train.grpo_loss import (
 from ac_train.models import TransformersPolicy, tiny_model_and_tokenizer
 from ac_train.segments import Segment, TokenKind
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -16,15 +16,9 @@ from grpo_data_parallel import CONFIG, batch, share, train
 from ac_train.grpo import read_metrics
 from ac_train.models import tiny_model_and_tokenizer
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 HELPER = Path(__file__).with_name("grpo_data_parallel.py")
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def free_port() -> int:

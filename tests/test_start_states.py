@@ -23,15 +23,9 @@ from ac_train.models import TransformersPolicy, tiny_model_and_tokenizer
 from ac_train.segments import segment_trajectory
 from ac_train.start_states import StartState, demonstration_starts, policy_events
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 TASK = "tiny-calc-1"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def env_options(task_file: Path) -> dict[str, Any]:
