@@ -172,10 +172,11 @@ def main() -> None:
     GRPOTrainer(config).train()
     curve = read_metrics(config.output_dir)
 
-    if "after" not in results:
+    if results.get("after_step") != args.steps:  # a longer rerun evaluates its last step
         print("== 5. held-out success after GRPO")
         last = config.output_dir / f"checkpoint-{args.steps}"
         results["after"] = held_out_success(args, str(last), eval_ids)
+        results["after_step"] = args.steps
     results["reward_curve"] = [m.reward_mean for m in curve]
     results["informative_groups"] = [m.informative_groups for m in curve]
     results["settings"] = {k: str(v) for k, v in vars(args).items()}
