@@ -7,12 +7,15 @@ SmolLM2-135M solves no built-in task from its start, so GRPO from the start has 
 
 1. ``demonstrations``: the reference agent (compacting once it has located the bug) solves the
    easy *train* and held-out *eval* tasks; the env is snapshotted before each of its calls;
-2. ``bc``: SFT of the model on the train demonstrations' segments after the compaction (the
-   agent continuing from its own summary: read the suspect, edit, verify, submit);
-3. ``before``: held-out success from the eval tasks' start states before the demonstrator's
-   edit (``steps_left=3``), ``--samples`` rollouts each;
-4. ``grpo``: segment-aware GRPO from the train tasks' start states (same depth), reward 1 when
-   the final workspace passes the task's tests;
+2. ``bc``: SFT of the model on the train demonstrations after their compaction, through the
+   call the deepest start precedes (the agent continuing from its own summary: read the
+   suspect, compare it with its other copy, write the fixing edit);
+3. ``before``: held-out success from the eval tasks' start states, ``--samples`` rollouts
+   each. Depths (``--steps-left``): before the demonstrator's 3rd-last call (its fixing edit:
+   the policy must write the fix), 2nd-last (verify) and last (submit): there the fix is in
+   the workspace and the policy must not undo or break it;
+4. ``grpo``: segment-aware GRPO from the train tasks' start states (same depths), reward 1
+   when the final workspace passes the task's tests;
 5. ``after``: the held-out success again, with the GRPO model.
 
 Every stage resumes from what it wrote. Writes ``OUT/results.json`` and ``OUT/results.png``
@@ -33,6 +36,7 @@ import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
 from ac_env.agents.reference import ReferenceAgent
 from ac_env.agents.rollout import RolloutJob, rollout_many
 from ac_env.tasks import load_tasks
+from ac_env.trajectory import Trajectory
 from ac_train.grpo import DemonstrationStarts, GRPOConfig, GRPOTrainer, read_metrics
 from ac_train.models import TransformersPolicy, load_model
 from ac_train.segments import segment_trajectory
@@ -47,10 +51,16 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("runs/grpo-real-run"))
     parser.add_argument("--model", default="smollm2", help="'smollm2', an HF name or a dir")
-    parser.add_argument("--train-tasks", type=int, default=10)
+    parser.add_argument("--train-tasks", type=int, default=20)
     parser.add_argument("--eval-tasks", type=int, default=4)
     parser.add_argument("--samples", type=int, default=4, help="held-out rollouts per start")
-    parser.add_argument("--steps-left", type=int, default=3, help="start depth (3: the edit)")
+    parser.add_argument(
+        "--steps-left",
+        type=int,
+        nargs="+",
+        default=[1, 2, 3],
+        help="start depths: before the demonstrator's n-th call from the end (3: its edit)",
+    )
     parser.add_argument("--max-policy-steps", type=int, default=1, help="env steps per start")
     parser.add_argument("--steps", type=int, default=6, help="GRPO optimizer steps")
     parser.add_argument("--tasks-per-step", type=int, default=2)
@@ -59,7 +69,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--temperature", type=float, default=0.8)
     parser.add_argument("--learning-rate", type=float, default=2e-5, help="GRPO")
     parser.add_argument("--bc-learning-rate", type=float, default=1e-4)
-    parser.add_argument("--bc-epochs", type=float, default=2.0)
+    parser.add_argument("--bc-epochs", type=float, default=1.0)
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--quick", action="store_true", help="1 task each, 1 SFT and GRPO step")
     args = parser.parse_args()
@@ -76,19 +86,23 @@ def make_env() -> gym.Env[Any, Any]:
 
 
 def warm_start(args: argparse.Namespace, train_ids: list[str]) -> str:
-    """SFT on the demonstrator's post-compaction segments of the train tasks (behaviour
-    cloning of continuing from a summary)."""
+    """SFT on the train demonstrations after their compaction, up to and including the call
+    the deepest start state precedes (behaviour cloning of the states GRPO starts from)."""
     final = args.out / "bc" / "final"
     if final.exists():
         return str(final)
     _, tokenizer = load_model(args.model)
     jobs = [RolloutJob(options={"task_id": task_id}) for task_id in train_ids]
     demos = rollout_many(make_env, lambda: ReferenceAgent("after_locate"), jobs, workers=2)
+    depth = max(args.steps_left)
     segments = [
         segment
         for index, demo in enumerate(demos)
-        for segment in segment_trajectory(demo, tokenizer, run_id=f"demo{index}")
-        if segment.segment_index >= 1 and demo.end is not None and demo.end.reward == 1
+        if demo.end is not None and demo.end.reward == 1 and len(demo.model_calls()) > depth
+        for segment in segment_trajectory(
+            through_call(demo, -depth), tokenizer, run_id=f"demo{index}"
+        )
+        if segment.segment_index >= 1
     ]
     config = SFTRunConfig(
         model=args.model,
@@ -105,11 +119,22 @@ def warm_start(args: argparse.Namespace, train_ids: list[str]) -> str:
     return str(final)
 
 
-def held_out_success(args: argparse.Namespace, model_dir: str, eval_ids: list[str]) -> float:
-    """Success from the eval tasks' start states: ``--samples`` rollouts of each."""
+def through_call(trajectory: Trajectory, index: int) -> Trajectory:
+    """``trajectory`` up to and including its model call ``index``."""
+    last = trajectory.model_calls()[index]
+    cut = Trajectory(trajectory.header)
+    cut.events = trajectory.events[: trajectory.events.index(last) + 1]
+    return cut
+
+
+def held_out_success(
+    args: argparse.Namespace, model_dir: str, eval_ids: list[str]
+) -> dict[str, float]:
+    """Success from the eval tasks' start states (``--samples`` rollouts of each): over all,
+    and per depth."""
     model, tokenizer = load_model(model_dir)
     model.eval()
-    starts = demonstration_starts(make_env, eval_ids, steps_left=[args.steps_left])
+    starts = demonstration_starts(make_env, eval_ids, steps_left=args.steps_left)
     seeds = iter(range(1000))
 
     def policy() -> TransformersPolicy:
@@ -128,7 +153,12 @@ def held_out_success(args: argparse.Namespace, model_dir: str, eval_ids: list[st
     ]
     runs = rollout_many(make_env, policy, jobs, workers=2, max_steps=args.max_policy_steps)
     rewards = [run.end.reward if run.end is not None else 0.0 for run in runs]
-    return sum(rewards) / len(rewards)
+    depths = [start.steps_left for start in starts for _ in range(args.samples)]
+    success = {"all": sum(rewards) / len(rewards)}
+    for depth in sorted(set(depths)):
+        mine = [r for r, d in zip(rewards, depths, strict=True) if d == depth]
+        success[f"steps_left={depth}"] = sum(mine) / len(mine)
+    return success
 
 
 def main() -> None:
@@ -166,7 +196,7 @@ def main() -> None:
         micro_batch_size=1,
         save_every=1,
         demonstration=DemonstrationStarts(
-            steps_left=[args.steps_left], max_policy_steps=args.max_policy_steps
+            steps_left=args.steps_left, max_policy_steps=args.max_policy_steps
         ),
     )
     GRPOTrainer(config).train()
@@ -192,7 +222,9 @@ def report(results: dict[str, Any], path: Path) -> None:
         print(
             f"{step:>4} {reward if reward is not None else float('nan'):>12.2f} {informative:>18}"
         )
-    print(f"held-out success: before {results['before']:.2f}, after {results['after']:.2f}")
+    for name in results["before"]:
+        before, after = results["before"][name], results["after"][name]
+        print(f"held-out success ({name}): before {before:.2f}, after {after:.2f}")
 
     import matplotlib
 
@@ -206,9 +238,16 @@ def report(results: dict[str, Any], path: Path) -> None:
     curve.set_ylabel("mean reward of the step's rollouts")
     curve.set_ylim(-0.05, 1.05)
     curve.set_title("train start states")
-    bars.bar(["before", "after"], [results["before"], results["after"]])
+    names = list(results["before"])
+    width = 0.4
+    for offset, stage in ((0.0, "before"), (width, "after")):
+        heights = [results[stage][name] for name in names]
+        bars.bar([i + offset for i in range(len(names))], heights, width, label=stage)
+    bars.set_xticks([i + width / 2 for i in range(len(names))])
+    bars.set_xticklabels([name.replace("steps_left=", "depth ") for name in names])
     bars.set_ylim(0, 1)
     bars.set_title("held-out success")
+    bars.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -96,9 +96,14 @@ def test_grpo_real_run_quick_runs_every_stage(tmp_path: Path) -> None:
         "grpo_real_run.py", "--quick", "--model", str(tmp_path / "tiny"), "--out", "run",
         cwd=tmp_path, timeout=400,
     )  # fmt: skip
-    assert "held-out success: before" in out
+    assert "held-out success (all): before" in out
     results = json.loads((tmp_path / "run" / "results.json").read_text())
-    assert 0 <= results["before"] <= 1 and 0 <= results["after"] <= 1
+    assert (
+        set(results["before"])
+        == set(results["after"])
+        == {"all", "steps_left=1", "steps_left=2", "steps_left=3"}
+    )
+    assert all(0 <= rate <= 1 for rate in results["after"].values())
     assert len(results["reward_curve"]) == 1
     metrics = json.loads((tmp_path / "run" / "grpo" / "metrics.jsonl").read_text())
     assert metrics["rollouts"] == 2 and metrics["compactions_per_trajectory"] == 0
