@@ -11,9 +11,9 @@ SmolLM2-135M solves no built-in task from its start, so GRPO from the start has 
    call the deepest start precedes (the agent continuing from its own summary: read the
    suspect, compare it with its other copy, write the fixing edit);
 3. ``before``: held-out success from the eval tasks' start states, ``--samples`` rollouts
-   each. Depths (``--steps-left``): before the demonstrator's 3rd-last call (its fixing edit:
-   the policy must write the fix), 2nd-last (verify) and last (submit): there the fix is in
-   the workspace and the policy must not undo or break it;
+   each. Depth (``--steps-left``, default 3): before the demonstrator's 3rd-last call, its
+   fixing edit, so the policy must write the fix. Depths 2 and 1 (before verify, submit)
+   start with the fix in the workspace: rewarded unless the policy undoes it;
 4. ``grpo``: segment-aware GRPO from the train tasks' start states (same depths), reward 1
    when the final workspace passes the task's tests;
 5. ``after``: the held-out success again, with the GRPO model.
@@ -58,15 +58,15 @@ def parse_args() -> argparse.Namespace:
         "--steps-left",
         type=int,
         nargs="+",
-        default=[1, 2, 3],
+        default=[3],
         help="start depths: before the demonstrator's n-th call from the end (3: its edit)",
     )
     parser.add_argument("--max-policy-steps", type=int, default=1, help="env steps per start")
     parser.add_argument("--steps", type=int, default=6, help="GRPO optimizer steps")
-    parser.add_argument("--tasks-per-step", type=int, default=2)
-    parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--max-new-tokens", type=int, default=384)
-    parser.add_argument("--temperature", type=float, default=0.8)
+    parser.add_argument("--tasks-per-step", type=int, default=1)
+    parser.add_argument("--group-size", type=int, default=6)
+    parser.add_argument("--max-new-tokens", type=int, default=640, help="edits: 310-500")
+    parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--learning-rate", type=float, default=2e-5, help="GRPO")
     parser.add_argument("--bc-learning-rate", type=float, default=1e-4)
     parser.add_argument("--bc-epochs", type=float, default=1.0)

@@ -94,6 +94,7 @@ def test_grpo_real_run_quick_runs_every_stage(tmp_path: Path) -> None:
     save_tiny_model(tmp_path / "tiny")
     out = run_example(
         "grpo_real_run.py", "--quick", "--model", str(tmp_path / "tiny"), "--out", "run",
+        "--steps-left", "1", "2", "3",
         cwd=tmp_path, timeout=400,
     )  # fmt: skip
     assert "held-out success (all): before" in out
