@@ -175,6 +175,11 @@ class StepMetrics(BaseModel):
     informative_groups: int = Field(description="groups with unequal rewards (a gradient)")
     compactions_per_trajectory: float
     segments_per_trajectory: float
+    format_error_rate: float | None = Field(
+        default=None,
+        description="policy calls whose output was no valid action (one cut off at "
+        "max_new_tokens before its closing fence is one); None in older metrics files",
+    )
     trained_sequences: int
     trained_tokens: int
     tokens: int = Field(description="tokens fed to the learner")
@@ -425,6 +430,12 @@ class GRPOTrainer:
                 for t in group.trajectories
             ],
             segments=len({(s.trajectory_id, s.segment_index) for s in segments}),
+            format_errors=[
+                call.action.get("kind") == "format_error"
+                for t in trajectories
+                for call in t.model_calls()
+                if call.produced_by == "policy"
+            ],
             versions=[group.policy_version for group in groups],
             rollout_s=rollout_s,
             wait_s=wait_s,
@@ -447,6 +458,7 @@ class GRPOTrainer:
             ),
             compactions_per_trajectory=_mean(figures.compactions),
             segments_per_trajectory=figures.segments / max(len(rewards), 1),
+            format_error_rate=_mean([int(error) for error in figures.format_errors]),
             trained_sequences=stats.sequences,
             trained_tokens=stats.trained_tokens,
             tokens=stats.tokens,
@@ -576,11 +588,13 @@ def _keep_metrics_before(path: Path, step: int) -> None:
 @dataclass(frozen=True)
 class _StepFigures:
     """What a step's metrics take from one process's groups: each group's rewards, each
-    trajectory's compactions, the segments, each group's policy version, and the times."""
+    trajectory's compactions, the segments, whether each policy call was a format error, each
+    group's policy version, and the times."""
 
     reward_groups: list[list[float | None]]
     compactions: list[int]
     segments: int
+    format_errors: list[bool]
     versions: list[int]
     rollout_s: float
     wait_s: float
@@ -597,6 +611,7 @@ class _StepFigures:
             reward_groups=[group for f in every for group in f.reward_groups],
             compactions=[count for f in every for count in f.compactions],
             segments=sum(f.segments for f in every),
+            format_errors=[error for f in every for error in f.format_errors],
             versions=[version for f in every for version in f.versions],
             rollout_s=max(f.rollout_s for f in every),
             wait_s=max(f.wait_s for f in every),

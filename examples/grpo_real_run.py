@@ -209,19 +209,24 @@ def main() -> None:
         results["after_step"] = args.steps
     results["reward_curve"] = [m.reward_mean for m in curve]
     results["informative_groups"] = [m.informative_groups for m in curve]
+    results["format_error_rate"] = [m.format_error_rate for m in curve]
     results["settings"] = {k: str(v) for k, v in vars(args).items()}
     results_path.write_text(json.dumps(results, indent=2) + "\n")
     report(results, args.out / "results.png")
 
 
 def report(results: dict[str, Any], path: Path) -> None:
-    print(f"\n{'step':>4} {'train reward':>12} {'informative groups':>18}")
-    for step, (reward, informative) in enumerate(
-        zip(results["reward_curve"], results["informative_groups"], strict=True)
-    ):
-        print(
-            f"{step:>4} {reward if reward is not None else float('nan'):>12.2f} {informative:>18}"
-        )
+    print(f"\n{'step':>4} {'train reward':>12} {'informative groups':>18} {'format errors':>13}")
+    rows = zip(
+        results["reward_curve"],
+        results["informative_groups"],
+        results["format_error_rate"],
+        strict=True,
+    )
+    for step, (reward, informative, errors) in enumerate(rows):
+        reward = reward if reward is not None else float("nan")
+        errors = errors if errors is not None else float("nan")
+        print(f"{step:>4} {reward:>12.2f} {informative:>18} {errors:>13.2f}")
     for name in results["before"]:
         before, after = results["before"][name], results["after"][name]
         print(f"held-out success ({name}): before {before:.2f}, after {after:.2f}")

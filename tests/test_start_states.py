@@ -141,6 +141,7 @@ def test_grpo_steps_from_demonstration_starts(tmp_path, tiny_task_file, monkeypa
     assert metrics.rollouts == 4 and metrics.informative_groups == 2
     assert metrics.trained_sequences == 4 and metrics.trained_tokens > 0
     assert metrics.compactions_per_trajectory == 0  # the demonstrator's compaction is not counted
+    assert metrics.format_error_rate == 1.0  # 6 random tokens are no action; the demo's are
     assert any(not torch.equal(v, initial[k]) for k, v in model.state_dict().items())
 
 
