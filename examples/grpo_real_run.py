@@ -66,7 +66,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--tasks-per-step", type=int, default=1)
     parser.add_argument("--group-size", type=int, default=6)
     parser.add_argument("--max-new-tokens", type=int, default=640, help="edits: 310-500")
-    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--temperature", type=float, default=0.4, help="1.0: off the rails")
     parser.add_argument("--learning-rate", type=float, default=2e-5, help="GRPO")
     parser.add_argument("--bc-learning-rate", type=float, default=1e-4)
     parser.add_argument("--bc-epochs", type=float, default=1.0)
