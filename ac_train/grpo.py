@@ -177,8 +177,9 @@ class StepMetrics(BaseModel):
     segments_per_trajectory: float
     format_error_rate: float | None = Field(
         default=None,
-        description="policy calls whose output was no valid action (one cut off at "
-        "max_new_tokens before its closing fence is one); None in older metrics files",
+        description="policy calls whose output was no valid action for its turn, as the "
+        "segments mark it (one cut off at max_new_tokens before its closing fence is one); "
+        "None in older metrics files",
     )
     trained_sequences: int
     trained_tokens: int
@@ -389,11 +390,9 @@ class GRPOTrainer:
         the step's metrics. ``step`` is the learner's version (optimizer steps taken)."""
         config = self.config
         started = time.perf_counter()
-        trajectories = [
-            policy_events(t, self._start_step(group.task_id))
-            for group in groups
-            for t in group.trajectories
-        ]
+        start_steps = [self._start_step(g.task_id) for g in groups for _ in g.trajectories]
+        whole = [t for group in groups for t in group.trajectories]
+        trajectories = [policy_events(t, at) for t, at in zip(whole, start_steps, strict=True)]
         reward_groups = [[_reward(t) for t in group.trajectories] for group in groups]
         advantages: list[float | None] = []
         for group_rewards in reward_groups:
@@ -425,16 +424,14 @@ class GRPOTrainer:
         figures = _StepFigures(
             reward_groups=reward_groups,
             compactions=[
-                len(policy_compactions(t, self._start_step(group.task_id)))
-                for group in groups
-                for t in group.trajectories
+                len(policy_compactions(t, at)) for t, at in zip(whole, start_steps, strict=True)
             ],
             segments=len({(s.trajectory_id, s.segment_index) for s in segments}),
             format_errors=[
-                call.action.get("kind") == "format_error"
-                for t in trajectories
-                for call in t.model_calls()
-                if call.produced_by == "policy"
+                span.format_error
+                for s in segments
+                for span in s.outputs
+                if span.produced_by == "policy"
             ],
             versions=[group.policy_version for group in groups],
             rollout_s=rollout_s,
