@@ -7,8 +7,8 @@ never imports torch.
 from gymnasium.envs.registration import register, registry
 
 from ac_env.actions import Bash, Compact, FormatError, Submit
-from ac_env.agents.protocol import Policy, PolicyOutput
 from ac_env.config import EnvConfig
+from ac_env.policy import Policy, PolicyOutput
 
 __all__ = ["Bash", "Compact", "EnvConfig", "FormatError", "Policy", "PolicyOutput", "Submit"]
 

@@ -54,8 +54,8 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from ac_env.agents.protocol import Policy, PolicyOutput
 from ac_env.agents.rollout import rollout
+from ac_env.policy import Policy, PolicyOutput
 from ac_train.grpo import TRAINER_STATE, GRPOConfig, GRPOTrainer, RolloutGroup, StepMetrics
 from ac_train.models import TransformersPolicy
 

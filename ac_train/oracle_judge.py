@@ -35,12 +35,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ac_env.actions import SUMMARY_HEADER, Bash, Compact, ParseResult, Submit
-from ac_env.agents.protocol import PolicyOutput
 from ac_env.agents.reference import ReferenceAgent
 from ac_env.bench.audit import RunTally, audit_summary, changed_files, last_test_run
 from ac_env.bench.continuation import follows
 from ac_env.bench.metrics import root_cause_step
 from ac_env.compaction import CommandRecord, files_read, parse_sections
+from ac_env.policy import PolicyOutput
 from ac_env.prompts import COMPACTION_REQUEST
 from ac_env.trajectory import CompactionEvent, ToolResult
 from ac_train.judge import ACCEPT, JudgeView, Verdict

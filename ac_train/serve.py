@@ -28,7 +28,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ac_env.agents.errors import ContextLengthError
-from ac_env.agents.protocol import PolicyOutput
+from ac_env.policy import PolicyOutput
 from ac_train.models import SMOLLM2, SamplingSettings, TransformersPolicy, load_model
 
 MAX_REQUEST_BYTES = 32 * 1024 * 1024

@@ -32,9 +32,9 @@ from typing import Any
 import gymnasium as gym
 from tqdm import tqdm
 
-from ac_env.agents.protocol import PolicyOutput
 from ac_env.agents.reference import ReferenceAgent
 from ac_env.agents.rollout import rollout
+from ac_env.policy import PolicyOutput
 from ac_env.snapshot import EpisodeSnapshot
 from ac_env.trajectory import CompactionEvent, ModelCall, Trajectory
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from ac_env.agents.http import OpenAIChatPolicy
-from ac_env.agents.protocol import PolicyOutput
+from ac_env.policy import PolicyOutput
 from ac_train.models import SamplingSettings, TransformersPolicy, load_model
 from ac_train.serve import ChatCompletionServer, serving_in_thread
 

@@ -11,8 +11,8 @@ import gymnasium as gym
 
 import ac_env  # noqa: F401  (registers the ids)
 from ac_env.agents.oracle import GoldPatchPolicy
-from ac_env.agents.protocol import Policy
 from ac_env.agents.reference import ReferenceAgent
+from ac_env.policy import Policy
 
 
 def first_line(text: str, width: int = 90) -> str:

@@ -10,7 +10,6 @@ import pytest
 from pydantic import ValidationError
 
 import ac_env  # noqa: F401  (registers the ids)
-from ac_env.agents.protocol import PolicyOutput
 from ac_env.agents.reference import ReferenceAgent
 from ac_env.agents.rollout import rollout
 from ac_env.bench import BenchConfig, ConfigMismatchError, run_benchmark, write_report
@@ -19,6 +18,7 @@ from ac_env.bench.cli import main
 from ac_env.bench.config import claim_directory
 from ac_env.bench.runner import RECORDS_FILE, read_records, select_tasks
 from ac_env.bench.workers import SkipAwareReference
+from ac_env.policy import PolicyOutput
 from ac_env.prompts import COMPACTION_SKIPPED
 from ac_env.strategies import get_strategy
 
@@ -104,7 +104,7 @@ def test_unknown_names_list_the_valid_ones(tiny_task_file, tmp_path, capsys):
     with pytest.raises(ValueError, match="valid splits"):
         run_benchmark(quick_config(tiny_task_file, split="nope"), tmp_path / "y")
     assert not (tmp_path / "y" / "config.json").exists()  # a corrected rerun is not refused
-    with pytest.raises(ValidationError, match="valid: reference, hf:"):
+    with pytest.raises(ValidationError, match="valid: reference, openai:"):
         quick_config(tiny_task_file, worker="gpt")
     code = main(
         [

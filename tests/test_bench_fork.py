@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from ac_env.agents.protocol import PolicyOutput
 from ac_env.bench import BenchConfig
 from ac_env.bench import fork as fork_module
 from ac_env.bench.cli import main
@@ -23,6 +22,7 @@ from ac_env.bench.fork import (
 )
 from ac_env.bench.fork_report import strategy_regret
 from ac_env.cost import CallCost
+from ac_env.policy import PolicyOutput
 from ac_env.prompts import COMPACTION_SKIPPED
 from ac_env.trajectory import CompactionEvent, ModelCall, ToolResult, Trajectory
 

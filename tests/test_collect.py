@@ -9,8 +9,8 @@ import gymnasium as gym
 import pytest
 
 import ac_env  # noqa: F401  (registers the ids)
-from ac_env.agents.protocol import PolicyOutput
 from ac_env.agents.reference import ReferenceAgent
+from ac_env.policy import PolicyOutput
 from ac_train.collect import CollectConfig, collect, filter_reasons
 from ac_train.segments import TokenKind, read_segments
 

@@ -8,9 +8,9 @@ import pytest
 
 import ac_env  # noqa: F401  (registers the ids)
 from ac_env.actions import Bash, Compact, TerminalParser
-from ac_env.agents.protocol import PolicyOutput
 from ac_env.bench.audit import changed_files
 from ac_env.compaction import summary_problems
+from ac_env.policy import PolicyOutput
 from ac_train.judge import JudgeView, LLMJudge, Verdict, apply_verdict, parse_verdict
 from ac_train.oracle_judge import (
     Facts,

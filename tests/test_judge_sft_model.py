@@ -10,7 +10,7 @@ import pytest
 import torch
 from sandbox_task import diff_after, git
 
-from ac_env.agents.protocol import PolicyOutput
+from ac_env.policy import PolicyOutput
 from ac_env.prompts import COMPACTION_REQUEST
 from ac_env.tasks.model import GroundTruth, Task
 from ac_train.collect import CollectConfig, collect

@@ -9,9 +9,9 @@ import pytest
 
 import ac_env  # noqa: F401  (registers the ids)
 from ac_env.agents.errors import PolicyError
-from ac_env.agents.protocol import PolicyOutput
 from ac_env.agents.reference import ReferenceAgent
 from ac_env.agents.rollout import RolloutJob, rollout, rollout_many
+from ac_env.policy import PolicyOutput
 
 
 def make_env(tiny_task_file, **kwargs):

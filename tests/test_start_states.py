@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import ac_train.grpo
-from ac_env.agents.protocol import PolicyOutput
 from ac_env.agents.reference import ReferenceAgent
 from ac_env.agents.rollout import rollout
+from ac_env.policy import PolicyOutput
 from ac_train.async_rl import AsyncGRPOTrainer
 from ac_train.cli import main
 from ac_train.grpo import DemonstrationStarts, GRPOConfig, GRPOTrainer

@@ -13,10 +13,10 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 from stable_baselines3.common.vec_env import SubprocVecEnv
 
 import ac_env  # noqa: F401  (registers the ids)
-from ac_env.agents.protocol import PolicyOutput
 from ac_env.agents.reference import ReferenceAgent
 from ac_env.config import ConfigError
 from ac_env.grading import GradeResult
+from ac_env.policy import PolicyOutput
 from ac_env.wrappers.timing import COMPACT, COMPACT_EXTRACTIVE, CONTINUE, TimingEnv
 from ac_env.wrappers.timing_features import FEATURE_INDEX, FEATURE_NAMES, command_kind
 

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from ac_env.agents.errors import PolicyError
-from ac_env.agents.protocol import PolicyOutput
+from ac_env.policy import PolicyOutput
 
 RETRIED_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 MAX_BODY_CHARS_IN_ERRORS = 2000

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ac_env.agents.protocol import PolicyOutput
+from ac_env.policy import PolicyOutput
 from ac_env.tasks.model import Task
 
 _DELIMITER = "AUTOCOMPACT_PATCH_END"

@@ -38,13 +38,13 @@ from typing import Literal
 from ac_env.actions import SUMMARY_HEADER, Bash, TerminalParser
 from ac_env.agents.edit_script import EDIT_FAILED, edit_command, parse_edit, undo_command
 from ac_env.agents.localize import Suspect, localize_command, parse_report
-from ac_env.agents.protocol import PolicyOutput
 from ac_env.agents.pytest_report import TestRun, parse_pytest
 from ac_env.agents.repairs import Edit, function_edits
 from ac_env.agents.reproduce import Reproduction, from_issue, verdict
 from ac_env.agents.twins import HEREDOC_END as TWINS_END
 from ac_env.agents.twins import parse_twins, twins_command
 from ac_env.agents.working_state import WorkingState, read_summary, write_summary
+from ac_env.policy import PolicyOutput
 from ac_env.prompts import COMPACTION_REQUEST
 
 CompactWhen = Literal["never", "after_locate"]

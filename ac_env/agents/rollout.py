@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import gymnasium as gym
 from tqdm import tqdm
 
-from ac_env.agents.protocol import Policy, PolicyOutput
+from ac_env.policy import Policy, PolicyOutput
 from ac_env.snapshot import EpisodeSnapshot
 from ac_env.trajectory import Trajectory
 

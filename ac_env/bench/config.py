@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ac_env.bench.workers import check_worker
 from ac_env.strategies import DEFAULT_THRESHOLD, get_strategy
 
 DEFAULT_BUDGETS = (0.10, 0.20, 0.40, 0.80, 1.20, 4.00)
@@ -17,7 +18,8 @@ _RUNTIME_ONLY = ("workers",)
 
 
 class BenchConfig(BaseModel):
-    """``worker``: ``reference``, ``hf:<path or smollm2>`` or ``openai:<model>@<base url>``.
+    """``worker``: ``reference``, ``openai:<model>@<base url>`` or a registered model worker
+    (``hf:<path or smollm2>`` when ``ac_train`` is installed).
     ``budgets`` in USD per episode; each episode runs once, at the highest."""
 
     model_config = ConfigDict(extra="forbid")
@@ -60,11 +62,7 @@ class BenchConfig(BaseModel):
     @field_validator("worker")
     @classmethod
     def _known_worker(cls, worker: str) -> str:
-        if worker != "reference" and not worker.startswith(("hf:", "openai:")):
-            raise ValueError(
-                f"unknown worker {worker!r}; valid: reference, hf:<path>, openai:<model>@<url>"
-            )
-        return worker
+        return check_worker(worker)
 
     @property
     def run_budget(self) -> float:

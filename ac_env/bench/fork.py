@@ -49,7 +49,6 @@ from pydantic import BaseModel
 from tqdm import tqdm
 
 from ac_env.actions import Compact, make_parser
-from ac_env.agents.protocol import Policy, PolicyOutput
 from ac_env.agents.rollout import play, rollout
 from ac_env.bench.config import BenchConfig, claim_directory
 from ac_env.bench.runner import (
@@ -63,6 +62,7 @@ from ac_env.bench.runner import (
 from ac_env.bench.workers import policy_factory
 from ac_env.cost import CallCost
 from ac_env.env import AutoCompactSWEEnv
+from ac_env.policy import Policy, PolicyOutput
 from ac_env.snapshot import EpisodeSnapshot
 from ac_env.strategies import Strategy, get_strategy
 from ac_env.trajectory import Trajectory

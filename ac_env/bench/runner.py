@@ -22,7 +22,6 @@ from pydantic import BaseModel, ValidationError
 from tqdm import tqdm
 
 import ac_env  # noqa: F401  (registers the env id)
-from ac_env.agents.protocol import Policy
 from ac_env.agents.rollout import rollout
 from ac_env.bench.audit import SummaryAudit, SummaryWorkspace, audit_trajectory
 from ac_env.bench.budgets import BudgetCrossings, BudgetOutcome, budget_outcomes
@@ -31,6 +30,7 @@ from ac_env.bench.continuation import Continuation, continuations
 from ac_env.bench.metrics import EpisodeMetrics, episode_metrics
 from ac_env.bench.workers import policy_factory
 from ac_env.cost import make_pricing
+from ac_env.policy import Policy
 from ac_env.sandbox import make_sandbox_factory
 from ac_env.strategies import get_strategy
 from ac_env.tasks import Task, load_tasks

@@ -33,11 +33,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ac_env.actions import Compact, make_parser
-from ac_env.agents.protocol import Policy, PolicyOutput
 from ac_env.agents.reference import ReferenceAgent
 from ac_env.compaction import CommandRecord, extractive_summary, summary_problems
 from ac_env.config import ConfigError
 from ac_env.env import AutoCompactSWEEnv
+from ac_env.policy import Policy, PolicyOutput
 from ac_env.prompts import COMPACTION_REQUEST
 from ac_env.wrappers.timing_features import FEATURE_NAMES, features, steps_since_compaction
 

@@ -1,4 +1,8 @@
-"""What a policy is: a function from the observation (chat messages) to a response."""
+"""What a policy is: a function from the observation (chat messages) to a response.
+
+The env accepts a ``PolicyOutput`` as an action, so both types live with the env core;
+``ac_env.agents`` holds the policies themselves.
+"""
 
 from __future__ import annotations
 
