@@ -16,12 +16,12 @@ from typing import Any, Literal
 import gymnasium as gym
 
 from ac_env.actions import Bash, Compact, FormatError, ParseResult, Submit, make_parser
-from ac_env.agents.protocol import PolicyOutput
 from ac_env.compaction import CommandRecord, extractive_summary, summary_problems
 from ac_env.config import EnvConfig, SandboxFactory, parse_config
 from ac_env.context import Context, Rewrite
 from ac_env.cost import CallCost, CostMeter, make_pricing
 from ac_env.grading import GradeResult, grade
+from ac_env.policy import PolicyOutput
 from ac_env.prompts import (
     COMPACTION_REQUEST,
     COMPACTION_SKIPPED,
