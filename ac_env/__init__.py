@@ -24,6 +24,6 @@ if "AutoCompact-SWE-v0" not in registry:
 if "AutoCompact-Timing-v0" not in registry:
     register(
         id="AutoCompact-Timing-v0",
-        entry_point="ac_env.wrappers.timing:TimingEnv",
+        entry_point="ac_env.timing.env:TimingEnv",
         nondeterministic=True,
     )

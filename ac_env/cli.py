@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 from ac_env.tasks.mined.build import BuildOptions, build
-from ac_env.tasks.synthetic.snapshot import cache_root
+from ac_env.tasks.synthetic.git_repo import cache_root
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ac_env.tasks.synthetic import snapshot as snapshot_module
+from ac_env.tasks.synthetic import git_repo
 from ac_env.tasks.synthetic.catalog import calls_bug_directly, single_id
 from ac_env.tasks.synthetic.profiles import EVAL_SEED_OFFSET, PROFILES
 from ac_env.tasks.synthetic.suite import (
@@ -244,7 +244,7 @@ def test_cached_tasks_are_reused(sample_tasks, monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a cached task was built again")
 
-    monkeypatch.setattr("ac_env.tasks.synthetic.suite.write_snapshot", refuse)
+    monkeypatch.setattr("ac_env.tasks.synthetic.suite.write_repo", refuse)
     again = builtin_tasks(sample_plans())
     assert [t.model_dump() for t in again] == [t.model_dump() for t in sample_tasks]
 
@@ -254,9 +254,9 @@ def test_interrupted_snapshot_leaves_nothing(tmp_path, monkeypatch):
         (root / "half.py").write_text("x = 1\n")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(snapshot_module, "write_files", explode)
+    monkeypatch.setattr(git_repo, "write_files", explode)
     with pytest.raises(KeyboardInterrupt):
-        snapshot_module.write_snapshot({"a.py": "x = 1\n"}, tmp_path / "task", "msg")
+        git_repo.write_repo({"a.py": "x = 1\n"}, tmp_path / "task", "msg")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -17,8 +17,8 @@ from ac_env.agents.reference import ReferenceAgent
 from ac_env.config import ConfigError
 from ac_env.grading import GradeResult
 from ac_env.policy import PolicyOutput
-from ac_env.wrappers.timing import COMPACT, COMPACT_EXTRACTIVE, CONTINUE, TimingEnv
-from ac_env.wrappers.timing_features import FEATURE_INDEX, FEATURE_NAMES, command_kind
+from ac_env.timing.env import COMPACT, COMPACT_EXTRACTIVE, CONTINUE, TimingEnv
+from ac_env.timing.features import FEATURE_INDEX, FEATURE_NAMES, command_kind
 
 
 def make(task_file: Path, **kwargs: object) -> TimingEnv:

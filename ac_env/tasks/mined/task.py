@@ -36,7 +36,7 @@ def instance_id(library: Library, result: MutantResult) -> str:
     return f"{library.source.slug}__{result.key}"
 
 
-def _write_snapshot(library: Library, result: MutantResult, target: Path) -> tuple[str, str]:
+def _write_task_repo(library: Library, result: MutantResult, target: Path) -> tuple[str, str]:
     """Create ``target`` (the buggy repo, one commit); return (gold patch, commit)."""
     mutation = result.mutation
     original = (library.repo / mutation.file).read_text(encoding="utf-8")
@@ -69,7 +69,7 @@ def make_task(
     module = layout.module_name(mutation.file)
     iid = instance_id(library, result)
     snapshot = library.directory / "snapshots" / iid
-    patch, commit = _write_snapshot(library, result, snapshot)
+    patch, commit = _write_task_repo(library, result, snapshot)
     statement = write_statement(
         library.source.name,
         library.source.version,

@@ -29,9 +29,9 @@ from ac_env.tasks.synthetic.catalog import (
 )
 from ac_env.tasks.synthetic.distractors import module_name
 from ac_env.tasks.synthetic.domain import load_domain
+from ac_env.tasks.synthetic.git_repo import cache_root, write_repo
 from ac_env.tasks.synthetic.profiles import EVAL_SEED_OFFSET, PROFILES, SUBSETS, SplitProfile
 from ac_env.tasks.synthetic.project import render_project
-from ac_env.tasks.synthetic.snapshot import cache_root, write_snapshot
 from ac_env.tasks.synthetic.statements import BugLocation, Symptom, describe_failure, render_report
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -197,7 +197,7 @@ def build_task(
         domain, entry, profile, random.Random(plan.instance_id), plan.report_test
     )
     snapshot = directory / plan.instance_id
-    commit = write_snapshot(project.files, snapshot, f"Import {domain.package} {domain.version}")
+    commit = write_repo(project.files, snapshot, f"Import {domain.package} {domain.version}")
     return Task(
         instance_id=plan.instance_id,
         repo=f"autocompact-synthetic/{domain.package}",

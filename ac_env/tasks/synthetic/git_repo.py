@@ -1,8 +1,9 @@
 """Write a task repository as a one-commit git repo, atomically, under the cache directory.
 
-The cache is ``$AUTOCOMPACT_CACHE`` (or ``~/.cache/autocompact``); snapshots live in
-``tasks/<suite-version>/<instance_id>/``. A snapshot is built in a temporary sibling
-directory and renamed into place, so an interrupted run never leaves half a repository.
+The cache is ``$AUTOCOMPACT_CACHE`` (or ``~/.cache/autocompact``); task repositories (a
+task's ``snapshot_dir``) live in ``tasks/<suite-version>/<instance_id>/``. A repository is
+built in a temporary sibling directory and renamed into place, so an interrupted run never
+leaves half a repository.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def _git(repo: Path, *args: str) -> str:
     return result.stdout.strip()
 
 
-def write_snapshot(files: dict[str, str], target: Path, message: str) -> str:
+def write_repo(files: dict[str, str], target: Path, message: str) -> str:
     """Create ``target`` as a git repo holding ``files`` in one commit; return its hash.
 
     An existing ``target`` is left as it is (another process finished it first).

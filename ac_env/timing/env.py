@@ -13,7 +13,7 @@ which never compacts on its own). Before each worker turn the agent picks ``Disc
 Compaction is masked (``action_masks()``, for ``sb3_contrib.MaskablePPO``) until the worker has
 taken a turn since the start or the last compaction; a masked ``1`` acts as ``0`` and sets
 ``info["compaction_masked"]``. The observation is a ``Box`` of features in [0, 1]
-(``ac_env.wrappers.timing_features`` documents each index). The reward is 0 until the end,
+(``ac_env.timing.features`` documents each index). The reward is 0 until the end,
 then the inner env's reward (1 when the task is resolved) minus ``cost_penalty`` times the USD
 the episode spent; an infrastructure failure (inner reward NaN) gives 0 and
 ``info["infra_failure"] = True``. ``info`` is the inner env's, plus ``compacted_now``,
@@ -39,7 +39,7 @@ from ac_env.config import ConfigError
 from ac_env.env import AutoCompactSWEEnv
 from ac_env.policy import Policy, PolicyOutput
 from ac_env.prompts import COMPACTION_REQUEST
-from ac_env.wrappers.timing_features import FEATURE_NAMES, features, steps_since_compaction
+from ac_env.timing.features import FEATURE_NAMES, features, steps_since_compaction
 
 logger = logging.getLogger(__name__)
 
