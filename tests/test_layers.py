@@ -1,0 +1,223 @@
+"""The package's layers, checked on the imports themselves (read with ``ast``, every import
+statement counts: module level, inside functions, under ``TYPE_CHECKING``).
+
+A module may import modules of its own layer and of the layers above it in ``LAYERS``, never
+of a layer below it. ``docs/architecture.md`` describes the layers.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("ac_env", "ac_train")
+
+# The rules, in one table. Lowest layer first; an entry names a module or a package (the
+# package with everything under it); the longest matching entry decides a module's layer.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "core",  # data and mechanics of an episode: no I/O, no tasks, no sandboxes
+        (
+            "ac_env.actions",
+            "ac_env.compaction",
+            "ac_env.context",
+            "ac_env.cost",
+            "ac_env.policy",
+            "ac_env.spaces",
+            "ac_env.test_log",
+            "ac_env.tokens",
+            "ac_env.trajectory",
+        ),
+    ),
+    ("tasks", ("ac_env.tasks",)),  # know nothing of sandboxes or episodes
+    ("sandbox", ("ac_env.sandbox",)),  # materializes a task, runs commands
+    (
+        "env",  # the episode: AutoCompactSWEEnv, its config, grading, snapshots
+        (
+            "ac_env.__init__",
+            "ac_env.config",
+            "ac_env.env",
+            "ac_env.grading",
+            "ac_env.prompts",
+            "ac_env.snapshot",
+            "ac_env.strategies",
+        ),
+    ),
+    ("mining", ("ac_env.tasks.mined", "ac_env.cli")),  # builds tasks with sandbox and grader
+    ("agents", ("ac_env.agents",)),
+    ("timing", ("ac_env.timing",)),  # envs built on AutoCompact-SWE-v0
+    ("bench", ("ac_env.bench",)),
+    ("train", ("ac_train",)),
+)
+# Third-party packages a package never imports (``ac_env`` runs without the train extra).
+FORBIDDEN_EXTERNAL: dict[str, tuple[str, ...]] = {"ac_env": ("torch", "trl", "accelerate")}
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    target: str
+    where: str  # path:line of the import
+
+
+def module_names(root: Path) -> dict[str, Path]:
+    """Module name -> file for every module of ``PACKAGES`` under ``root``; a package's
+    ``__init__.py`` is ``<package>.__init__``."""
+    names = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            names[".".join(path.relative_to(root).with_suffix("").parts)] = path
+    return names
+
+
+def _resolve(name: str, modules: dict[str, Path]) -> str:
+    """The module an imported dotted name loads: itself, or its package's ``__init__``."""
+    return name if name in modules else f"{name}.__init__"
+
+
+def import_edges(root: Path) -> list[Edge]:
+    modules = module_names(root)
+    edges = []
+    for source, path in modules.items():
+        package = source.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            where = f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Import):
+                edges += [Edge(source, _resolve(a.name, modules), where) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*parts, *([node.module] if node.module else [])])
+                else:
+                    base = node.module or ""
+                for alias in node.names:
+                    submodule = f"{base}.{alias.name}"
+                    target = submodule if submodule in modules else _resolve(base, modules)
+                    edges.append(Edge(source, target, where))
+    return edges
+
+
+def _known(module: str) -> bool:
+    return layer_of(module) is not None
+
+
+def layer_of(module: str) -> int | None:
+    best: tuple[int, int] | None = None  # (length of the entry, layer index)
+    for index, (_, entries) in enumerate(LAYERS):
+        for entry in entries:
+            if module == entry or module.startswith(entry + "."):
+                best = max(best or (0, 0), (len(entry), index))
+    return None if best is None else best[1]
+
+
+def violations(root: Path) -> list[str]:
+    """Every module without a layer, every import of a higher layer or of a forbidden
+    third-party package, under ``root``."""
+    found = [f"{m}: in no layer; add it to LAYERS" for m in module_names(root) if not _known(m)]
+    for edge in import_edges(root):
+        source_layer = layer_of(edge.source)
+        top = edge.target.split(".")[0]
+        if source_layer is None:
+            continue
+        if top in PACKAGES:
+            target_layer = layer_of(edge.target)
+            if target_layer is None:
+                found.append(f"{edge.where}: {edge.target} is in no layer; add it to LAYERS")
+            elif target_layer > source_layer:
+                found.append(
+                    f"{edge.where}: {edge.source} ({LAYERS[source_layer][0]}) imports "
+                    f"{edge.target} ({LAYERS[target_layer][0]})"
+                )
+        elif top in FORBIDDEN_EXTERNAL.get(edge.source.split(".")[0], ()):
+            found.append(f"{edge.where}: {edge.source} imports {edge.target.split('.')[0]}")
+    return sorted(set(found))
+
+
+def test_the_package_respects_its_layers():
+    assert violations(ROOT) == []
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+LEGAL_TREE = {
+    "ac_env/__init__.py": "from ac_env.policy import PolicyOutput\n",
+    "ac_env/policy.py": "",
+    "ac_env/context.py": "from . import tokens\nfrom ac_env.tokens import count\n",
+    "ac_env/tokens.py": "def count():\n    import transformers\n",
+    "ac_env/env.py": "from ac_env.tasks import Task\nfrom ac_env.sandbox.base import Sandbox\n",
+    "ac_env/tasks/__init__.py": "from .model import Task\n",
+    "ac_env/tasks/model.py": "",
+    "ac_env/sandbox/__init__.py": "",
+    "ac_env/sandbox/base.py": "from ..tasks.model import Task\n",
+    "ac_env/agents/__init__.py": "from ac_env.agents.reference import ReferenceAgent\n",
+    "ac_env/agents/reference.py": "from ac_env import env\n",
+    "ac_env/bench/__init__.py": "",
+    "ac_env/bench/workers.py": "from ac_env.agents import ReferenceAgent\n",
+    "ac_train/__init__.py": "",
+    "ac_train/models.py": "import torch\nfrom ac_env.bench import workers\n",
+}
+
+
+def test_a_legal_tree_passes(tmp_path):
+    _write(tmp_path, LEGAL_TREE)
+    assert violations(tmp_path) == []
+
+
+def test_every_forbidden_edge_is_named(tmp_path):
+    _write(
+        tmp_path,
+        {
+            **LEGAL_TREE,
+            # the env core reaching up to the agents, lazily inside a function
+            "ac_env/context.py": "def f():\n    from ac_env.agents import reference\n",
+            # a task that knows about sandboxes, through a relative import
+            "ac_env/tasks/model.py": "from ..sandbox import base\n",
+            # ac_env depending on the training package and on torch
+            "ac_env/bench/workers.py": "import torch.nn\nfrom ac_train.models import load\n",
+            "ac_env/extra.py": "",
+        },
+    )
+    assert violations(tmp_path) == [
+        "ac_env.extra: in no layer; add it to LAYERS",
+        "ac_env/bench/workers.py:1: ac_env.bench.workers imports torch",
+        "ac_env/bench/workers.py:2: ac_env.bench.workers (bench) imports ac_train.models (train)",
+        "ac_env/context.py:2: ac_env.context (core) imports ac_env.agents.reference (agents)",
+        "ac_env/tasks/model.py:1: ac_env.tasks.model (tasks) imports ac_env.sandbox.base (sandbox)",
+    ]
+
+
+BLOCK_AND_IMPORT_ALL = """
+import importlib, importlib.abc, pkgutil, sys
+
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "ac_train"):
+            raise ImportError(f"blocked: {name}")
+
+sys.meta_path.insert(0, Block())
+import ac_env
+for module in pkgutil.walk_packages(ac_env.__path__, "ac_env."):
+    importlib.import_module(module.name)
+print("imported", len(sys.modules))
+"""
+
+
+def test_ac_env_imports_without_torch_and_ac_train():
+    result = subprocess.run(
+        [sys.executable, "-c", BLOCK_AND_IMPORT_ALL],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, result.stderr
