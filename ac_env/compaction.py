@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ac_env.actions import SUMMARY_HEADER
+from ac_env.test_log import last_test_run
 
 SUMMARY_TEMPLATE = f"""{SUMMARY_HEADER}
 ## Task
@@ -79,12 +80,6 @@ class CommandRecord:
 
 _READ_COMMANDS = {"cat", "head", "tail", "nl", "less", "more", "sed", "awk"}
 _SEARCH_COMMANDS = {"grep", "rg", "find", "ag", "git"}
-_PYTEST_TALLY = re.compile(
-    r"^=*\s*((?:\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected)(?:, )?)+"
-    r"(?: in [\d.]+s)?|no tests ran.*?)\s*=*$",
-    re.MULTILINE,
-)
-_FAILED_ID = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
 _SOURCE_FILE = re.compile(r"^[\w./-]+\.(?:py|cfg|toml|ini|txt|json|md|yaml|yml)$")
 
@@ -110,19 +105,16 @@ def files_read(commands: Sequence[CommandRecord]) -> list[str]:
     return list(seen)
 
 
-def last_test_run(commands: Sequence[CommandRecord]) -> str | None:
+def last_run_line(commands: Sequence[CommandRecord]) -> str | None:
     """The last pytest run: its command, tally line and failing ids."""
-    for record in reversed(commands):
-        if "pytest" not in record.command:
-            continue
-        tallies = _PYTEST_TALLY.findall(record.output)
-        tally = tallies[-1] if tallies else f"exit code {record.exit_code}"
-        failed = _FAILED_ID.findall(record.output)
-        text = f"`{record.command.strip()}` -> {tally}"
-        if failed:
-            text += "; failing: " + ", ".join(failed[:10])
-        return text
-    return None
+    found = last_test_run(commands)
+    if found is None:
+        return None
+    record, run = found
+    text = f"`{record.command.strip()}` -> {run.tally_line or f'exit code {record.exit_code}'}"
+    if run.failing:
+        text += "; failing: " + ", ".join(run.failing[:10])
+    return text
 
 
 def extractive_summary(
@@ -132,7 +124,7 @@ def extractive_summary(
     real ``git diff`` shows changed, the last test run and the last commands. It is the
     fallback when the policy fails to write a valid summary."""
     changed = list(dict.fromkeys(_DIFF_FILE.findall(diff)))
-    tests = last_test_run(commands)
+    tests = last_run_line(commands)
     read = files_read(commands)
     searches = [
         r.command

@@ -36,16 +36,16 @@ from dataclasses import dataclass
 
 from ac_env.actions import SUMMARY_HEADER, Bash, Compact, ParseResult, Submit
 from ac_env.agents.reference import ReferenceAgent
-from ac_env.bench.audit import RunTally, audit_summary, changed_files, last_test_run
+from ac_env.bench.audit import RunTally, audit_summary, changed_files
 from ac_env.bench.continuation import follows
 from ac_env.bench.metrics import root_cause_step
 from ac_env.compaction import CommandRecord, files_read, parse_sections
 from ac_env.policy import PolicyOutput
 from ac_env.prompts import COMPACTION_REQUEST
+from ac_env.test_log import last_test_run
 from ac_env.trajectory import CompactionEvent, ToolResult
 from ac_train.judge import ACCEPT, JudgeView, Verdict
 
-_FAILED_ID = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
 _BACKTICKED = re.compile(r"```(?:bash)?\s*\n(.+?)\n```|`([^`\n]+)`", re.DOTALL)
 _SEARCH_OR_READ = {"grep", "rg", "find", "ls", "tree", "ag", "cat", "head", "tail", "nl", "less"}
 _TEST_COMMAND = "python3 -m pytest -q -p no:cacheprovider"
@@ -68,14 +68,15 @@ class Facts:
     def of(cls, view: JudgeView) -> Facts:
         results = view.trajectory.tool_results()
         compactions = [e for e in view.trajectory.compactions() if e.trigger != "masking"]
-        last_pytest = next((r for r in reversed(results) if "pytest" in r.command), None)
+        earlier = [r for r in results if r.step < view.step]
+        last_run, last_pytest = last_test_run(earlier, completed=True), last_test_run(results)
         return cls(
             results=results,
             last_compaction=compactions[-1] if compactions else None,
             root_read_step=root_cause_step(results, view.task),
             changed=changed_files(view.diff),
-            last_run=last_test_run(results, view.step),
-            failing=_FAILED_ID.findall(last_pytest.output) if last_pytest else [],
+            last_run=RunTally.of(last_run[1]) if last_run else None,
+            failing=list(last_pytest[1].failing) if last_pytest else [],
             forced=bool(view.observation) and view.observation[-1]["content"] == COMPACTION_REQUEST,
             history_chars=sum(len(m["content"]) for m in view.observation[2:]),
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 
 import ac_env  # noqa: F401  (registers the ids)
-from ac_env.bench.audit import RunTally, SummaryWorkspace, audit_summary, last_test_run
+from ac_env.bench.audit import RunTally, SummaryWorkspace, audit_summary
 from ac_env.bench.continuation import continuations, follows
 from ac_env.cost import CallCost
 from ac_env.tasks.model import GroundTruth, Task
@@ -123,17 +123,6 @@ def tool(step, command, output=""):
         truncated=False,
         duration_s=0.0,
     )
-
-
-def test_last_test_run_reads_the_tally_before_the_summary():
-    results = [
-        tool(0, "python3 -m pytest -q", "2 failed, 8 passed in 0.1s"),
-        tool(2, "cat pkg/core.py", "1 failed"),  # not a test run
-        tool(3, "python3 -m pytest -q", "10 passed in 0.1s"),
-    ]
-    assert last_test_run(results, 3) == RunTally(failed=2, passed=8)
-    assert last_test_run(results, 4) == RunTally(failed=0, passed=10)
-    assert last_test_run(results, 0) is None
 
 
 def call(step, action):

@@ -3,7 +3,7 @@ from ac_env.compaction import (
     CommandRecord,
     extractive_summary,
     files_read,
-    last_test_run,
+    last_run_line,
     parse_sections,
     summary_problems,
 )
@@ -78,6 +78,6 @@ def test_helpers():
         CommandRecord("sed -i 's/a/b/' e.py", "", 0),
     ]
     assert files_read(cmds) == ["a.py", "b.txt", "c.py", "d.py"]
-    assert last_test_run(cmds) is None
-    run = last_test_run([CommandRecord("pytest -x", "", 2)])
+    assert last_run_line(cmds) is None
+    run = last_run_line([CommandRecord("pytest -x", "", 2)])
     assert run == "`pytest -x` -> exit code 2"

@@ -30,13 +30,13 @@ from ac_env.sandbox.local import LocalSandbox
 from ac_env.tasks import load_tasks
 from ac_env.tasks.mined.build import BuildOptions, LibraryReport, build
 from ac_env.tasks.mined.candidates import is_public, schedule
-from ac_env.tasks.mined.failures import parse_failures
 from ac_env.tasks.mined.layout import inspect_layout
 from ac_env.tasks.mined.mutants import MutantResult
 from ac_env.tasks.mined.sdist import parse_source
 from ac_env.tasks.mined.statement import Secret
 from ac_env.tasks.model import Task
 from ac_env.tasks.synthetic.mutations import find_mutations
+from ac_env.test_log import parse_failures
 
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
 SANDBOX = "local" if ISOLATION == "bwrap" else "unisolated"

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from ac_env.test_log import Outcome, parse_pytest_log
+from dataclasses import dataclass
+
+from ac_env.test_log import (
+    Outcome,
+    TestRunSummary,
+    last_test_run,
+    parse_pytest_log,
+    summarize_pytest_output,
+    tally_counts,
+)
 
 LOG = """============================= test session starts ==============================
 collected 6 items
@@ -48,3 +57,43 @@ def test_without_a_summary_every_outcome_line_counts():
 
 def test_a_log_without_outcomes_is_empty():
     assert parse_pytest_log("ModuleNotFoundError: No module named 'pytest'\n") == {}
+
+
+def test_terminal_output_is_summarized_from_its_closing_tally():
+    run = summarize_pytest_output(LOG)
+    assert (run.completed, run.passed, run.failed) == (True, 2, 1)
+    assert run.failing == ("tests/test_a.py::test_two", "tests/test_b.py::test_setup")
+    assert run.messages["tests/test_a.py::test_two"] == "AssertionError: assert 1 == 2"
+    assert run.tally_line == "1 failed, 2 passed, 1 skipped, 1 xfailed, 1 xpassed in 0.05s"
+    assert not run.all_passed
+    assert run.tally() == "2 passed, 1 failed"
+
+
+def test_output_cut_before_the_tally_did_not_complete():
+    run = summarize_pytest_output("FAILED tests/t.py::test_b - boom\nKilled\n")
+    assert run == TestRunSummary(False, 0, 0, ())
+    assert run.tally() == "did not complete"
+
+
+def test_a_tally_quoted_in_any_text_is_counted():
+    assert tally_counts("Tests: 2 failed, 1 error, 8 passed after the fix") == (8, 3)
+    assert tally_counts("tests pass now") is None
+
+
+@dataclass(frozen=True)
+class Ran:
+    command: str
+    output: str
+
+
+def test_the_last_test_run_is_the_last_pytest_command():
+    runs = [
+        Ran("python3 -m pytest -q", "2 failed, 8 passed in 0.1s"),
+        Ran("cat core.py", "1 failed in 0.1s"),  # not a test run
+        Ran("python3 -m pytest -x", "Timeout"),  # printed no tally
+    ]
+    record, run = last_test_run(runs) or (None, None)
+    assert record is runs[2] and run is not None and not run.completed
+    record, run = last_test_run(runs, completed=True) or (None, None)
+    assert record is runs[0] and run is not None and (run.failed, run.passed) == (2, 8)
+    assert last_test_run(runs[1:2]) is None

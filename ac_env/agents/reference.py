@@ -38,7 +38,6 @@ from typing import Literal
 from ac_env.actions import SUMMARY_HEADER, Bash, TerminalParser
 from ac_env.agents.edit_script import EDIT_FAILED, edit_command, parse_edit, undo_command
 from ac_env.agents.localize import Suspect, localize_command, parse_report
-from ac_env.agents.pytest_report import TestRun, parse_pytest
 from ac_env.agents.repairs import Edit, function_edits
 from ac_env.agents.reproduce import Reproduction, from_issue, verdict
 from ac_env.agents.twins import HEREDOC_END as TWINS_END
@@ -46,6 +45,7 @@ from ac_env.agents.twins import parse_twins, twins_command
 from ac_env.agents.working_state import WorkingState, read_summary, write_summary
 from ac_env.policy import PolicyOutput
 from ac_env.prompts import COMPACTION_REQUEST
+from ac_env.test_log import TestRunSummary, summarize_pytest_output
 
 CompactWhen = Literal["never", "after_locate"]
 
@@ -121,7 +121,7 @@ def replay(history: History) -> WorkingState:
 
 def _advance(state: WorkingState, turn: Turn) -> None:
     if turn.kind == "test":
-        run = parse_pytest(turn.output)
+        run = summarize_pytest_output(turn.output)
         state.last_run = f"`python3 -m pytest` -> {run.tally()}"
         if state.failing is None:
             state.failing = list(run.failing) if run.completed else []
@@ -150,7 +150,7 @@ def _advance(state: WorkingState, turn: Turn) -> None:
         _advance_try(state, turn)
     elif turn.kind == "verify":
         _undo_pending(state)
-        run = parse_pytest(turn.output)
+        run = summarize_pytest_output(turn.output)
         state.last_run = f"whole suite -> {run.tally()}"
         if run.all_passed:
             state.verified = True
@@ -185,7 +185,7 @@ def _advance_try(state: WorkingState, turn: Turn) -> None:
         helped = verdict(turn.output) is True
         state.last_run = f"issue snippet after {edit.key}: {'fixed' if helped else 'reproduced'}"
     else:
-        run = parse_pytest(turn.output)
+        run = summarize_pytest_output(turn.output)
         helped = run.all_passed
         if not helped and len(state.kept) < MAX_KEPT_FIXES and _fixes_some(run, state):
             helped, leaves = True, sorted(run.failing)
@@ -198,7 +198,7 @@ def _advance_try(state: WorkingState, turn: Turn) -> None:
         state.pending = edit
 
 
-def _fixes_some(run: TestRun, state: WorkingState) -> bool:
+def _fixes_some(run: TestRunSummary, state: WorkingState) -> bool:
     """Some of the target tests pass, and the rest fail as they did at first: an edit that
     fixes one bug among several leaves the others' failures as they were (one that changes
     them is more likely a change of symptoms than a fix)."""
@@ -208,7 +208,7 @@ def _fixes_some(run: TestRun, state: WorkingState) -> bool:
     return all(run.messages[t] == state.failures.get(t, run.messages[t]) for t in still)
 
 
-def _fails_exactly(run: TestRun, tests: list[str]) -> bool:
+def _fails_exactly(run: TestRunSummary, tests: list[str]) -> bool:
     """The whole suite completed and exactly ``tests`` failed."""
     return run.completed and run.failed == len(tests) and set(run.failing) == set(tests)
 

@@ -29,11 +29,11 @@ from pydantic import BaseModel
 
 from ac_env.compaction import parse_sections
 from ac_env.tasks import Task
-from ac_env.trajectory import ToolResult, Trajectory
+from ac_env.test_log import TestRunSummary, last_test_run, tally_counts
+from ac_env.trajectory import Trajectory
 
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
 _PATH = re.compile(r"[\w.-]+(?:/[\w.-]+)*\.py\b")
-_TALLY = re.compile(r"\b(\d+) (passed|failed|errors?)\b")
 _FAIL_WORDS = re.compile(r"\bfail(s|ed|ing|ures?)?\b|\berrors?\b", re.IGNORECASE)
 _PASS_WORDS = re.compile(r"\b(all )?(tests? )?pass(es|ed|ing)?\b", re.IGNORECASE)
 _NO_CHANGES = re.compile(r"\bno (changes|edits|modifications)\b", re.IGNORECASE)
@@ -78,8 +78,14 @@ class SummaryWorkspace(gym.Wrapper[Any, Any, Any, Any]):
 
 
 class RunTally(BaseModel):
+    """The counts of a test run (or of a tally a summary quotes)."""
+
     failed: int
     passed: int
+
+    @classmethod
+    def of(cls, run: TestRunSummary) -> RunTally:
+        return cls(failed=run.failed, passed=run.passed)
 
     @property
     def status(self) -> str:
@@ -95,30 +101,10 @@ class SummaryAudit(BaseModel):
     problems: list[str]
 
 
-def last_test_run(results: Sequence[ToolResult], before_step: int) -> RunTally | None:
-    """The last pytest run before ``before_step`` that printed a tally."""
-    for result in reversed([r for r in results if r.step < before_step]):
-        if "pytest" not in result.command:
-            continue
-        counts = _tally(result.output)
-        if counts is not None:
-            return counts
-    return None
-
-
-def _tally(text: str) -> RunTally | None:
-    found = _TALLY.findall(text)
-    if not found:
-        return None
-    failed = sum(int(n) for n, word in found if word != "passed")
-    passed = sum(int(n) for n, word in found if word == "passed")
-    return RunTally(failed=failed, passed=passed)
-
-
 def _claimed_test_status(text: str) -> str | None:
-    tally = _tally(text)
-    if tally is not None:
-        return tally.status
+    counts = tally_counts(text)
+    if counts is not None:
+        return "fail" if counts[1] else "pass"
     if _FAIL_WORDS.search(text):
         return "fail"
     if _PASS_WORDS.search(text):
@@ -194,12 +180,13 @@ def audit_trajectory(
     for call in trajectory.model_calls():
         if call.action.get("kind") != "compact":
             continue
+        last_run = last_test_run([r for r in results if r.step < call.step], completed=True)
         audits.append(
             audit_summary(
                 str(call.action.get("summary", call.output)),
                 call.step,
                 changed_at.get(call.step, []),
-                last_test_run(results, call.step),
+                RunTally.of(last_run[1]) if last_run else None,
                 task,
                 root_cause_read=root_step is not None and root_step < call.step,
             )

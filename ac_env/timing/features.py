@@ -38,9 +38,9 @@ import re
 
 import numpy as np
 
-from ac_env.agents.pytest_report import parse_pytest
 from ac_env.compaction import CommandRecord, files_read
 from ac_env.env import AutoCompactSWEEnv
+from ac_env.test_log import summarize_pytest_output
 from ac_env.trajectory import ToolResult
 
 TOKEN_SCALE = 16_384
@@ -162,7 +162,7 @@ def _pytest_run(result: ToolResult) -> tuple[int, int, int] | None:
     """(run, failing, passing) of a command's completed pytest run; None otherwise."""
     if "pytest" not in result.command:
         return None
-    parsed = parse_pytest(result.output)
+    parsed = summarize_pytest_output(result.output)
     if not parsed.completed:
         return None
     return parsed.passed + parsed.failed, parsed.failed, parsed.passed

@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ac_env.sandbox.local import Isolation, LocalSandbox
-from ac_env.tasks.mined.failures import Failure, parse_durations, parse_failures
 from ac_env.tasks.model import Task
-from ac_env.test_log import parse_pytest_log
+from ac_env.test_log import Failure, parse_durations, parse_failures, parse_pytest_log
 
 PYTEST = "python3 -m pytest -rA -p no:cacheprovider -o addopts="
 """How a mined task's tests run: the project's own ``addopts`` are dropped (they may ask for

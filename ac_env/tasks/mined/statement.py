@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ac_env.tasks.mined.failures import Failure
 from ac_env.tasks.synthetic.statements import CLOSINGS, describe_failure
+from ac_env.test_log import Failure
 
 MAX_ERROR_LINES = 12
 MAX_OTHERS = 5

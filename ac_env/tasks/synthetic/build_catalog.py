@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,9 +31,9 @@ from ac_env.tasks.synthetic.catalog import (
 from ac_env.tasks.synthetic.domain import DOMAIN_NAMES, Domain, load_domain, write_files
 from ac_env.tasks.synthetic.mutations import Mutation, apply_mutations, find_mutations
 from ac_env.tasks.synthetic.pytest_runs import DEFAULT_TEST_PYTHON, TestRun, run_pytest
+from ac_env.test_log import Failure
 
 RUNS = 3
-ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 
 def run_mutant(domain: Domain, mutations: list[Mutation], python: str, timeout_s: float) -> TestRun:
@@ -90,14 +89,14 @@ def validate_candidate(
         if again.outcomes != first.outcomes:
             return None
     f2p = sorted(failing)
-    failures = {test: split_failure(first.messages.get(test, "")) for test in f2p}
+    failures = {test: first.failures.get(test, Failure()) for test in f2p}
     return CatalogEntry(
         id="+".join(single_id(domain.name, m) for m in mutations),
         domain=domain.name,
         mutations=mutations,
         fail_to_pass=f2p,
-        failing_statements={test: statement for test, (statement, _) in failures.items()},
-        failure_messages={test: details for test, (_, details) in failures.items()},
+        failing_statements={test: failure.statement for test, failure in failures.items()},
+        failure_messages={test: "\n".join(failure.errors) for test, failure in failures.items()},
     )
 
 
@@ -132,14 +131,6 @@ def pair_candidates(
             chosen.append((first, second))
             used.update((first.id, second.id))
     return chosen
-
-
-def split_failure(message: str) -> tuple[str, str]:
-    """(failing test statement, the failure's own ``E`` lines). pytest's ``+ where ...``
-    explanations and object addresses (which differ between runs) are dropped."""
-    statement, _, details = message.partition("\n")
-    lines = [line for line in details.splitlines() if not line.startswith(("+", "and "))]
-    return statement, ADDRESS.sub("", "\n".join(lines))
 
 
 def build_domain(
