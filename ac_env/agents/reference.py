@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from ac_env.actions import SUMMARY_HEADER, Bash, TerminalParser
 from ac_env.agents.edit_script import EDIT_FAILED, edit_command, parse_edit, undo_command
@@ -298,99 +298,15 @@ class ReferenceAgent:
         summarized = read_summary(history.summary).suspects if history.summary else None
         return history.turns[-1].kind == "locate" and summarized != state.suspects
 
-    def _decide(
-        self, state: WorkingState, reproduction: Reproduction | None
-    ) -> tuple[str, str | None, str]:
-        """(thought, command or None to submit, the next step in words for a summary)."""
-        if state.failing is None:
-            return (
-                "run the test suite to see what fails.",
-                "# test: the whole suite\n" + SUITE,
-                "run the test suite to find the failing tests",
-            )
-        if state.from_issue and reproduction is None:
-            return (
-                "no failing test and no reproduction in the issue; nothing to go on.",
-                None,
-                "submit",
-            )
-        if state.verified:
-            return "the whole suite passes with the fix; submit.", None, "submit"
-        if state.from_issue and reproduction and not state.reproduced and not state.suspects:
-            return (
-                "no test fails; run the issue's snippet to see the bug.",
-                "# reproduce: the issue's snippet, checked against its expected values\n"
-                + reproduction.command(),
-                "run the issue's snippet to reproduce the bug",
-            )
-        if state.suspects is None:
-            return (
-                "rank the code lines the failing runs execute.",
-                "# locate: rank the lines the failing runs execute\n"
-                + self._locate_command(state, reproduction),
-                "locate the bug again: rank the lines the failing runs execute",
-            )
-        if state.fix is not None and state.fix_leaves:
-            left, of = len(state.fix_leaves), len(state.target)
-            return (
-                f"{of - left} of {of} failing tests pass with {state.fix.key}; check that the "
-                "whole suite fails only where it still should.",
-                "# verify: the whole suite with the partial fix\n" + SUITE,
-                f"run the whole test suite: keep the partial fix ({state.fix.key}) if only "
-                "its remaining failing tests fail, then locate the rest",
-            )
-        if state.fix is not None:
-            return (
-                "the failing runs pass now; check the whole suite.",
-                "# verify: the whole suite with the fix\n" + SUITE,
-                f"run the whole test suite to verify the fix ({state.fix.key}), then submit",
-            )
-        move = next_move(state)
-        if isinstance(move, _Function):
-            compare = move.read_detail not in state.twins
-            return (
-                f"read {move.name}, which the failing runs implicate most"
-                + (
-                    ", and compare it with any other copy of it in the repository."
-                    if compare
-                    else "."
-                ),
-                f"# read: {move.read_detail}\n{_revert(state)}"
-                f"cat -n {shlex.quote(move.path)} | sed -n '{move.start},{move.end}p'"
-                + (
-                    "\n" + twins_command(move.path, move.name, move.start, move.end)
-                    if compare
-                    else ""
-                ),
-                f"read {move.path} lines {move.start}-{move.end} ({move.name}) and try the next "
-                "candidate edit there",
-            )
-        if isinstance(move, Edit):
-            check = (
-                reproduction.command()
-                if state.from_issue and reproduction
-                else _test_command(state.target)
-            )
-            return (
-                f"try {move.label} at {move.path}:{move.line}.",
-                f"# try: {move.key}\n{_revert(state)}{edit_command(move)}\n{check}",
-                f"try the next candidate edit after {move.key}",
-            )
-        if state.kept:
-            dropped = state.kept[-1].edit
-            return (
-                f"no edit fixes the rest on top of {dropped.key}; drop it and search without it.",
-                f"# drop: the kept partial fix {dropped.key}\n{_revert(state)}"
-                + undo_command(dropped, [k.edit for k in state.kept[:-1]]),
-                f"undo the kept partial fix {dropped.key}, then locate again",
-            )
-        if state.pending is not None:
-            return (
-                "no candidate left; undo the last unhelpful edit.",
-                "# revert: the last unhelpful edit\n" + _revert(state).rstrip("\n"),
-                "submit",
-            )
-        return "no candidate edit left to try; submit what the workspace holds.", None, "submit"
+    def _decide(self, state: WorkingState, reproduction: Reproduction | None) -> Decision:
+        """What to do next, by phase: find what fails, verify a fix, try the next candidate,
+        back out when none is left."""
+        return (
+            _find_the_failure(state, reproduction, self._locate_command)
+            or _verify_the_fix(state)
+            or _try_next_candidate(state, reproduction)
+            or _back_out(state)
+        )
 
     def _locate_command(self, state: WorkingState, reproduction: Reproduction | None) -> str:
         """The whole suite gives the passing runs: code that many passing tests execute is
@@ -399,6 +315,120 @@ class ReferenceAgent:
         if state.from_issue and reproduction is not None:
             return localize_command(reproduction.snippet)
         return localize_command(failing=state.target)
+
+
+class Decision(NamedTuple):
+    """The next turn: what the agent thinks, the command (None: submit), and the next step in
+    words for a summary written now."""
+
+    thought: str
+    command: str | None
+    next_step: str
+
+
+def _find_the_failure(
+    state: WorkingState,
+    reproduction: Reproduction | None,
+    locate: Callable[[WorkingState, Reproduction | None], str],
+) -> Decision | None:
+    """Run the suite, reproduce the issue, locate the bug; or submit once it is verified."""
+    if state.failing is None:
+        return Decision(
+            "run the test suite to see what fails.",
+            "# test: the whole suite\n" + SUITE,
+            "run the test suite to find the failing tests",
+        )
+    if state.from_issue and reproduction is None:
+        return Decision(
+            "no failing test and no reproduction in the issue; nothing to go on.",
+            None,
+            "submit",
+        )
+    if state.verified:
+        return Decision("the whole suite passes with the fix; submit.", None, "submit")
+    if state.from_issue and reproduction and not state.reproduced and not state.suspects:
+        return Decision(
+            "no test fails; run the issue's snippet to see the bug.",
+            "# reproduce: the issue's snippet, checked against its expected values\n"
+            + reproduction.command(),
+            "run the issue's snippet to reproduce the bug",
+        )
+    if state.suspects is None:
+        return Decision(
+            "rank the code lines the failing runs execute.",
+            "# locate: rank the lines the failing runs execute\n" + locate(state, reproduction),
+            "locate the bug again: rank the lines the failing runs execute",
+        )
+    return None
+
+
+def _verify_the_fix(state: WorkingState) -> Decision | None:
+    """A (partial) fix made the failing runs pass: run the whole suite."""
+    if state.fix is not None and state.fix_leaves:
+        left, of = len(state.fix_leaves), len(state.target)
+        return Decision(
+            f"{of - left} of {of} failing tests pass with {state.fix.key}; check that the "
+            "whole suite fails only where it still should.",
+            "# verify: the whole suite with the partial fix\n" + SUITE,
+            f"run the whole test suite: keep the partial fix ({state.fix.key}) if only "
+            "its remaining failing tests fail, then locate the rest",
+        )
+    if state.fix is not None:
+        return Decision(
+            "the failing runs pass now; check the whole suite.",
+            "# verify: the whole suite with the fix\n" + SUITE,
+            f"run the whole test suite to verify the fix ({state.fix.key}), then submit",
+        )
+    return None
+
+
+def _try_next_candidate(state: WorkingState, reproduction: Reproduction | None) -> Decision | None:
+    """Read the most suspicious function not read yet, or try its next candidate edit."""
+    move = next_move(state)
+    if isinstance(move, _Function):
+        compare = move.read_detail not in state.twins
+        return Decision(
+            f"read {move.name}, which the failing runs implicate most"
+            + (", and compare it with any other copy of it in the repository." if compare else "."),
+            f"# read: {move.read_detail}\n{_revert(state)}"
+            f"cat -n {shlex.quote(move.path)} | sed -n '{move.start},{move.end}p'"
+            + ("\n" + twins_command(move.path, move.name, move.start, move.end) if compare else ""),
+            f"read {move.path} lines {move.start}-{move.end} ({move.name}) and try the next "
+            "candidate edit there",
+        )
+    if isinstance(move, Edit):
+        check = (
+            reproduction.command()
+            if state.from_issue and reproduction
+            else _test_command(state.target)
+        )
+        return Decision(
+            f"try {move.label} at {move.path}:{move.line}.",
+            f"# try: {move.key}\n{_revert(state)}{edit_command(move)}\n{check}",
+            f"try the next candidate edit after {move.key}",
+        )
+    return None
+
+
+def _back_out(state: WorkingState) -> Decision:
+    """No candidate left: drop the kept partial fix, undo the last edit, or submit."""
+    if state.kept:
+        dropped = state.kept[-1].edit
+        return Decision(
+            f"no edit fixes the rest on top of {dropped.key}; drop it and search without it.",
+            f"# drop: the kept partial fix {dropped.key}\n{_revert(state)}"
+            + undo_command(dropped, [k.edit for k in state.kept[:-1]]),
+            f"undo the kept partial fix {dropped.key}, then locate again",
+        )
+    if state.pending is not None:
+        return Decision(
+            "no candidate left; undo the last unhelpful edit.",
+            "# revert: the last unhelpful edit\n" + _revert(state).rstrip("\n"),
+            "submit",
+        )
+    return Decision(
+        "no candidate edit left to try; submit what the workspace holds.", None, "submit"
+    )
 
 
 def _task_line(issue: str) -> str:
