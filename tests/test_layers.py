@@ -41,6 +41,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "ac_env.__init__",
             "ac_env.config",
+            "ac_env.config_flags",
             "ac_env.env",
             "ac_env.grading",
             "ac_env.prompts",

@@ -15,42 +15,24 @@ import sys
 
 from pydantic import ValidationError
 
-from ac_env.bench.config import DEFAULT_BUDGETS, BenchConfig, ConfigMismatchError
+from ac_env.bench.config import BenchConfig, ConfigMismatchError
 from ac_env.bench.fork import run_fork
 from ac_env.bench.fork_report import write_fork_report
 from ac_env.bench.report import write_report
 from ac_env.bench.runner import run_benchmark
-from ac_env.strategies import DEFAULT_THRESHOLD, STRATEGIES
+from ac_env.config_flags import add_config_flags, config_kwargs
+
+# Flags whose names differ from the BenchConfig field they set.
+FLAGS = {"task_source": "--source", "task_ids": "--ids"}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """``--out``, ``--no-progress`` and ``--fork``, plus one flag per ``BenchConfig`` field
+    (``--source`` for ``task_source``, ``--ids`` for ``task_ids``; ``--split all`` selects
+    every split)."""
     parser = argparse.ArgumentParser(prog="ac-bench", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="results directory (resumed if it exists)")
-    parser.add_argument("--source", default="builtin", help="'builtin' or a task file")
-    parser.add_argument("--split", default="easy", help="task split; 'all' for every split")
-    parser.add_argument("--ids", nargs="+", default=None, help="only these task ids")
-    parser.add_argument("--limit", type=int, default=None, help="first N tasks")
-    parser.add_argument(
-        "--strategies",
-        nargs="+",
-        default=["none", "fixed", "learned"],
-        help=f"of: {', '.join(STRATEGIES)}",
-    )
-    parser.add_argument(
-        "--worker", default="reference", help="reference | hf:<path|smollm2> | openai:<model>@<url>"
-    )
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--budgets", type=float, nargs="+", default=list(DEFAULT_BUDGETS))
-    parser.add_argument(
-        "--fallback-threshold", type=int, default=None, help="forced compaction, any strategy"
-    )
-    parser.add_argument(
-        "--fixed-threshold", type=int, default=DEFAULT_THRESHOLD, help="the 'fixed' strategy's"
-    )
-    parser.add_argument("--pricing", default="qwen3-coder-flash")
-    parser.add_argument("--max-steps", type=int, default=50)
-    parser.add_argument("--sandbox", default="local")
-    parser.add_argument("--workers", type=int, default=2)
+    add_config_flags(parser, BenchConfig, FLAGS)
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument(
         "--fork",
@@ -63,22 +45,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        config = BenchConfig(
-            task_source=args.source,
-            split=None if args.split == "all" else args.split,
-            task_ids=args.ids,
-            limit=args.limit,
-            strategies=args.strategies,
-            worker=args.worker,
-            seeds=args.seeds,
-            budgets=args.budgets,
-            fallback_threshold=args.fallback_threshold,
-            fixed_threshold=args.fixed_threshold,
-            pricing=args.pricing,
-            max_steps=args.max_steps,
-            sandbox=args.sandbox,
-            workers=args.workers,
-        )
+        settings = config_kwargs(args, BenchConfig)
+        if settings.get("split") == "all":
+            settings["split"] = None
+        config = BenchConfig(**settings)
         if args.fork:
             forks = run_fork(config, args.out, progress=not args.no_progress)
         else:

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ac_env.bench.workers import check_worker
-from ac_env.strategies import DEFAULT_THRESHOLD, get_strategy
+from ac_env.strategies import DEFAULT_THRESHOLD, STRATEGIES, get_strategy
 
 DEFAULT_BUDGETS = (0.10, 0.20, 0.40, 0.80, 1.20, 4.00)
 CONFIG_FILE = "config.json"
@@ -24,24 +24,36 @@ class BenchConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    task_source: str = "builtin"
-    split: str | None = "easy"
-    task_ids: list[str] | None = None
+    task_source: str = Field(
+        default="builtin", description="'builtin' (the synthetic suite) or a task file"
+    )
+    split: str | None = Field(
+        default="easy", description="task split; None (on the command line: all) for every split"
+    )
+    task_ids: list[str] | None = Field(default=None, description="only these task ids")
     limit: int | None = Field(default=None, gt=0, description="first N tasks of the selection")
-    strategies: list[str] = Field(default_factory=lambda: ["none", "fixed", "learned"])
-    worker: str = "reference"
-    seeds: list[int] = Field(default_factory=lambda: [0])
-    budgets: list[float] = Field(default_factory=lambda: list(DEFAULT_BUDGETS))
+    strategies: list[str] = Field(
+        default_factory=lambda: ["none", "fixed", "learned"],
+        description=f"compaction strategies, of: {', '.join(STRATEGIES)}",
+    )
+    worker: str = Field(
+        default="reference",
+        description="reference | openai:<model>@<url> | a registered worker (hf:<path|smollm2>)",
+    )
+    seeds: list[int] = Field(default_factory=lambda: [0], description="one episode per seed")
+    budgets: list[float] = Field(
+        default_factory=lambda: list(DEFAULT_BUDGETS), description="USD per episode"
+    )
     fallback_threshold: int | None = Field(
         default=None, gt=0, description="forced compaction at this many tokens, any strategy"
     )
     fixed_threshold: int = Field(
         default=DEFAULT_THRESHOLD, gt=0, description="the 'fixed' strategy's threshold"
     )
-    pricing: str = "qwen3-coder-flash"
-    max_steps: int = Field(default=50, gt=0)
-    sandbox: str = "local"
-    workers: int = Field(default=2, gt=0)
+    pricing: str = Field(default="qwen3-coder-flash", description="pricing preset")
+    max_steps: int = Field(default=50, gt=0, description="model turns per episode")
+    sandbox: str = Field(default="local", description="local | unisolated | docker")
+    workers: int = Field(default=2, gt=0, description="episodes run in parallel")
 
     @field_validator("strategies")
     @classmethod

@@ -1,0 +1,53 @@
+"""CLI flags built from pydantic configs (ac-bench's from BenchConfig)."""
+
+import argparse
+
+import pytest
+from pydantic import BaseModel, Field
+
+from ac_env.bench.cli import FLAGS, parse_args
+from ac_env.bench.config import BenchConfig
+from ac_env.config_flags import add_config_flags, config_kwargs
+
+
+class Example(BaseModel):
+    name: str = Field(default="x", description="a name")
+    count: int | None = None
+    weights: list[float] = Field(default_factory=lambda: [0.5])
+
+
+def parser_for(model, flags=None):
+    parser = argparse.ArgumentParser()
+    add_config_flags(parser, model, flags)
+    return parser
+
+
+def test_given_flags_are_typed_and_the_rest_keep_the_model_defaults():
+    args = parser_for(Example, {"name": "--label"}).parse_args(["--weights", "1", "2.5"])
+    assert config_kwargs(args, Example) == {"weights": [1.0, 2.5]}
+    args = parser_for(Example, {"name": "--label"}).parse_args(["--label", "y", "--count", "3"])
+    assert Example(**config_kwargs(args, Example)) == Example(name="y", count=3)
+
+
+def test_help_shows_description_and_default():
+    text = parser_for(Example).format_help()
+    assert "a name (default: x)" in text and "(default: 0.5)" in text
+
+
+def test_a_field_without_a_flag_type_is_named():
+    class Nested(BaseModel):
+        inner: dict[str, int] = {}
+
+    with pytest.raises(TypeError, match="inner: no command-line flag"):
+        parser_for(Nested)
+
+
+def test_every_bench_setting_has_its_flag_under_the_old_names():
+    argv = ["--out", "o", "--source", "f.jsonl", "--split", "all", "--ids", "a", "b"]
+    argv += ["--limit", "2", "--strategies", "none", "--worker", "reference", "--seeds", "1"]
+    argv += ["--budgets", "0.5", "--fallback-threshold", "100", "--fixed-threshold", "200"]
+    argv += ["--pricing", "p", "--max-steps", "3", "--sandbox", "docker", "--workers", "1"]
+    args = parse_args(argv)
+    assert set(config_kwargs(args, BenchConfig)) == set(BenchConfig.model_fields)
+    assert (args.task_source, args.task_ids, args.budgets) == ("f.jsonl", ["a", "b"], [0.5])
+    assert set(FLAGS) <= set(BenchConfig.model_fields)
