@@ -16,39 +16,91 @@ SandboxFactory = Callable[[], Sandbox]
 
 
 class EnvConfig(BaseModel):
-    """Defaults follow the method's evaluation: 16K forced-compaction threshold, 50 steps."""
+    """Every keyword of ``gym.make("AutoCompact-SWE-v0", ...)``, one field each.
+
+    Defaults follow the method's evaluation: 16K forced-compaction threshold, 50 steps.
+    ``ac_env.strategies`` names the combinations the benchmark compares.
+    """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
     task_source: str = Field(
-        default="builtin", description="'builtin' or a SWE-bench-format .jsonl/.json task file"
+        default="builtin",
+        description="where tasks come from: 'builtin' (the synthetic suite shipped in the "
+        "package) or the path of a SWE-bench-format .jsonl/.json task file (e.g. one "
+        "written by `ac-env tasks build`)",
     )
     split: str | None = Field(
         default="easy",
-        description="task split; None: all splits (the default for a task file)",
+        description="task split: 'easy', 'medium', 'hard', 'context-stress' for the built-in "
+        "suite, a task file's own split names; None: every split (a task file's default)",
     )
-    task_ids: list[str] | None = Field(default=None, description="restrict to these tasks")
+    task_ids: list[str] | None = Field(
+        default=None, description="only these instance ids, in this order; None: the split's"
+    )
     sandbox: str | SandboxFactory = Field(
         default="local",
-        description="'local' (bubblewrap), 'docker', 'unisolated' (no isolation: opt-out), "
+        description="where commands run: 'local' (bubblewrap: no network, only the workspace "
+        "writable), 'docker' (a container per episode: the task's image_name, or the base "
+        "image with the task's repository copied in; needs a daemon, see "
+        "scripts/docker_daemon.sh), 'unisolated' (plain subprocesses: an explicit opt-out), "
         "or a zero-argument factory returning a Sandbox",
     )
     token_counter: str | TokenCounter = Field(
-        default="approx", description="'approx', 'hf:<tokenizer path>', or a TokenCounter"
+        default="approx",
+        description="how tokens are counted: 'approx' (fast, tokenizer-free), "
+        "'hf:<tokenizer path or name>' (exact for that model), or a TokenCounter",
     )
-    pricing: str | Pricing = Field(default=DEFAULT_PRICING, description="preset name or Pricing")
-    budget_usd: float | None = Field(default=None, gt=0, description="per-episode budget")
-    context_window: int = Field(default=131_072, gt=0, description="hard limit, in tokens")
+    pricing: str | Pricing = Field(
+        default=DEFAULT_PRICING,
+        description="price list of every model call: a preset name (ac_env.cost.PRICING_PRESETS) or "
+        "a Pricing (tiered or flat)",
+    )
+    budget_usd: float | None = Field(
+        default=None,
+        gt=0,
+        description="per-episode budget in USD; the call that passes it ends the episode "
+        "(exit_reason 'budget'); None: no budget",
+    )
+    context_window: int = Field(
+        default=131_072,
+        gt=0,
+        description="hard context limit in tokens; passing it ends the episode "
+        "('context_overflow')",
+    )
     forced_compaction_threshold: int | None = Field(
-        default=16_384, gt=0, description="tokens before a turn that force a summary; None: off"
+        default=16_384,
+        gt=0,
+        description="context tokens after which the next turn must be a summary (the length "
+        "fallback); None: off. Must be below context_window",
     )
-    keep_recent: int = Field(default=0, ge=0, description="interactions kept after a summary")
-    max_steps: int = Field(default=50, gt=0, description="model turns per episode")
-    command_timeout: float = Field(default=60.0, gt=0, description="seconds per command")
-    output_limit: int = Field(default=10_000, gt=0, description="bytes of output per command")
-    wall_clock_s: float | None = Field(default=None, gt=0, description="seconds per episode")
-    action_parser: str | ActionParser = Field(default="terminal", description="'terminal'|'json'")
-    system_prompt: str | None = Field(default=None, description="replaces the default prompt")
+    keep_recent: int = Field(
+        default=0, ge=0, description="interactions kept verbatim after a summary"
+    )
+    max_steps: int = Field(
+        default=50, gt=0, description="model turns per episode ('max_steps' truncates)"
+    )
+    command_timeout: float = Field(
+        default=60.0, gt=0, description="seconds a command may run before it is killed"
+    )
+    output_limit: int = Field(
+        default=10_000,
+        gt=0,
+        description="bytes of a command's output kept in the context (head and tail, marked)",
+    )
+    wall_clock_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="seconds per episode ('wall_clock' truncates); None: no limit",
+    )
+    action_parser: str | ActionParser = Field(
+        default="terminal",
+        description="how text becomes an Action: 'terminal' (bash blocks), 'json' "
+        "(function-calling models), or an ActionParser",
+    )
+    system_prompt: str | None = Field(
+        default=None, description="replaces the default system prompt (ac_env.prompts)"
+    )
     mask_observations_keep: int | None = Field(
         default=None,
         ge=0,
@@ -60,7 +112,9 @@ class EnvConfig(BaseModel):
         description="a proactive summary is recorded but not applied: the history is kept "
         "(the summary-ignored ablation); forced compaction still applies",
     )
-    grading_timeout: float = Field(default=300.0, gt=0, description="seconds for the test run")
+    grading_timeout: float = Field(
+        default=300.0, gt=0, description="seconds for the final grading test run"
+    )
 
     @model_validator(mode="before")
     @classmethod
