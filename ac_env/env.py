@@ -3,7 +3,8 @@ own context.
 
 One step is one model turn. The action is the model's text (or an ``Action``, or a
 ``PolicyOutput`` carrying token ids and log-probs); the observation is the chat context the
-next turn sees. ``info`` keys are fixed and documented in DESIGN.md (see ``_info``).
+next turn sees. ``AutoCompactSWEEnv.reset`` and ``AutoCompactSWEEnv.step`` document every
+``info`` key; ``EnvConfig`` every ``gym.make`` keyword; ``docs/architecture.md`` the whole.
 """
 
 from __future__ import annotations
@@ -50,7 +51,27 @@ Observation = tuple[dict[str, str], ...]
 
 
 class AutoCompactSWEEnv(gym.Env[Observation, Any]):
-    """See the module docstring; every keyword is a field of ``EnvConfig``."""
+    """A coding agent fixes one task's bug by shell commands and may compact its own context.
+
+    Every ``gym.make("AutoCompact-SWE-v0", ...)`` keyword is a field of ``EnvConfig`` (an
+    unknown keyword or a bad value raises ``ConfigError`` naming the field).
+
+    - **Observation** (``Messages``): a tuple of ``{"role", "content"}`` messages. Message 0
+      is the system prompt, message 1 the task; after a compaction the summary follows as
+      its own (user) message, then the last ``keep_recent`` interactions.
+    - **Action** (``UnicodeText``): the model's text exactly as written (terminal format: one
+      ```` ```bash ```` block runs a command; a bash block holding only ``submit`` ends the
+      episode; a response starting with ``# Auto Context Summary`` compacts), an ``Action``
+      (``Bash``, ``Compact``, ``Submit``), or a ``PolicyOutput`` (text plus token ids,
+      log-probs and who produced it, all recorded). A malformed action is a format-error
+      observation and a counted step; it never raises.
+    - **Reward**: 0 until the episode ends; then the workspace diff is graded (``grade``):
+      1.0 when every FAIL_TO_PASS and PASS_TO_PASS test passes, 0.0 otherwise, ``nan`` on an
+      infrastructure error (``info["infra_error"]`` says which).
+
+    Attributes: ``task`` (the current ``Task``), ``trajectory`` (the append-only
+    ``Trajectory`` of the episode), ``context``, ``meter`` (the ``CostMeter``), ``sandbox``.
+    """
 
     metadata = {"render_modes": ["ansi"]}
 
@@ -80,8 +101,21 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Observation, dict[str, Any]]:
-        """Start an episode. ``options={"task_id": ...}`` picks a task; otherwise the task is
-        drawn from the env's seeded generator, so ``reset(seed=s)`` always picks the same one."""
+        """Start an episode: pick a task, start a fresh sandbox holding its repository, and show
+        the system prompt and the task.
+
+        Args:
+            seed: seeds the env's generator, so ``reset(seed=s)`` always picks the same task
+                (and shows the same first observation).
+            options: ``{"task_id": instance_id}`` picks that task (``ValueError`` if this
+                env's task list lacks it); otherwise the task is drawn from the generator.
+
+        Returns:
+            observation: the system prompt and the task message.
+            info: the keys every ``step`` returns (``step`` 0, ``exit_reason`` None, no
+                cost), plus ``instance_id``: the task's id. ``timings["sandbox_s"]`` is the
+                sandbox's start-up time.
+        """
         super().reset(seed=seed)
         started = time.perf_counter()
         self.task = self._pick_task(options or {})
@@ -112,6 +146,53 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         return self.context.observation(), info
 
     def step(self, action: Any) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        """Charge the model call that wrote ``action``, then execute it: run the command,
+        apply the summary (a prefix rewrite), or end the episode.
+
+        Before the action runs the call is priced against the budget: a call that passes
+        ``budget_usd`` is paid for but not executed (``exit_reason`` ``"budget"``). When the
+        context passes ``forced_compaction_threshold`` after a step, the observation ends with
+        a request for a summary; the next action is taken as that summary, and if it is not a
+        valid one an extractive summary of the real workspace replaces it
+        (``summarizer`` ``"fallback"``).
+
+        Args:
+            action: the model's text, an ``Action`` or a ``PolicyOutput``.
+
+        Returns:
+            observation: the context the next model turn sees.
+            reward: 0.0 while running; at the end 1.0 (resolved), 0.0, or ``nan`` on an
+                infrastructure error.
+            terminated: the policy submitted.
+            truncated: the episode ended otherwise (``max_steps``, ``budget``,
+                ``context_overflow``, ``wall_clock``); the workspace is graded either way.
+            info: on every step
+                - ``step``: model turns so far;
+                - ``exit_reason``: None while running, else ``"submitted"``,
+                  ``"max_steps"``, ``"budget"``, ``"context_overflow"`` or ``"wall_clock"``;
+                - ``prefix_rewritten``: this step rewrote the context (a summary applied, or
+                  old outputs masked); ``rewrite_from``: the first message index that
+                  changed (None otherwise);
+                - ``segment``: how many rewrites the episode has had;
+                - ``context_tokens``: tokens of the observation returned;
+                - ``compaction_requested``: the next action must be a summary;
+                - ``cost``: ``{"step": ..., "total": ...}``, each with ``input_uncached``,
+                  ``input_cached``, ``output`` (tokens) and ``usd``;
+                - ``timings``: ``sandbox_s`` (commands), ``grading_s`` (the final test run),
+                  ``env_overhead_s`` (the env's own work, excluding the other two);
+
+                on a step that rewrote, ``compaction``: ``kind`` (``"proactive"``,
+                ``"forced"``, or ``"masking"``), ``summarizer`` (``"policy"``,
+                ``"fallback"``; ``"none"`` for masking), ``tokens_before``,
+                ``tokens_after``, ``summary``;
+
+                at the end, ``submitted`` (the policy asked for it), ``reward_detail``
+                (test id -> outcome of the grading run) and ``infra_error`` (None, or what
+                failed on the host side).
+
+        Raises:
+            RuntimeError: the episode has ended or never started (call ``reset``).
+        """
         if self._done or self.trajectory is None:
             raise RuntimeError("the episode has ended (or never started): call reset()")
         started = time.perf_counter()
