@@ -53,8 +53,8 @@ class EnvConfig(BaseModel):
     )
     pricing: str | Pricing = Field(
         default=DEFAULT_PRICING,
-        description="price list of every model call: a preset name (ac_env.cost.PRICING_PRESETS) or "
-        "a Pricing (tiered or flat)",
+        description="price list of every model call: a preset name "
+        "(ac_env.cost.PRICING_PRESETS) or a Pricing (tiered or flat)",
     )
     budget_usd: float | None = Field(
         default=None,
