@@ -37,10 +37,6 @@ class CostSplit(BaseModel):
     output_usd: float = 0.0
     summary_usd: float = 0.0  # included in the three above
 
-    @property
-    def total_usd(self) -> float:
-        return self.uncached_input_usd + self.cached_input_usd + self.output_usd
-
 
 class EpisodeMetrics(BaseModel):
     reward: float | None

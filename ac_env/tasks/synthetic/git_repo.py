@@ -73,6 +73,3 @@ def write_repo(files: dict[str, str], target: Path, message: str) -> str:
         shutil.rmtree(staging, ignore_errors=True)
         raise
 
-
-def head_commit(repo: Path) -> str:
-    return _git(repo, "rev-parse", "HEAD")
