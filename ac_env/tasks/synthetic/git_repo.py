@@ -72,4 +72,3 @@ def write_repo(files: dict[str, str], target: Path, message: str) -> str:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-
