@@ -3,7 +3,7 @@
     .venv/bin/python examples/collect_sft.py --out runs/collect-sft [--quick]
 
 A 135M model writes almost no valid action at first (SmolLM2: every one of its first outputs
-on the built-in tasks is a format error), so a judge has nothing to correct. As DESIGN.md says,
+on the built-in tasks is a format error), so a judge has nothing to correct. So
 it is first warm-started on the reference agent's trajectories (behaviour cloning):
 
 1. ``bc-data``: the reference agent on built-in *train* tasks, no judge;

@@ -1,4 +1,5 @@
-"""The environment's contracts (DESIGN.md) on a tiny real task in the real local sandbox."""
+"""The environment's contracts (docs/architecture.md) on a tiny real task in the real local
+sandbox."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -222,3 +223,23 @@ def test_ac_env_imports_without_torch_and_ac_train():
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert result.returncode == 0, result.stderr
+
+
+# A user's clone holds only the repository: no file may point outside it.
+OUTSIDE = re.compile("|".join([r"\.\./" + "shared", r"(?<![\w.])/" + r"work/", "DESIGN" + r"\.md"]))
+REPO_FILES = ("ac_env", "ac_train", "tests", "docs", "examples", "benchmarks", "scripts")
+
+
+def test_no_file_names_a_path_outside_the_repo():
+    paths = [ROOT / "README.md", ROOT / "pyproject.toml"]
+    for folder in REPO_FILES:
+        paths += [
+            p for p in (ROOT / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts
+        ]
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in paths
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        if OUTSIDE.search(line)
+    ]
+    assert found == []

@@ -1,5 +1,5 @@
 """Segments cut from real env trajectories (scripted text, and the tiny model with recorded ids):
-the invariants of DESIGN.md's Segments contract, checked token by token."""
+the invariants of the Segments contract (docs/architecture.md), checked token by token."""
 
 from __future__ import annotations
 
