@@ -2,7 +2,7 @@
 
     ac-env tasks build toolz==1.2.0 boltons==26.2.0 --out DIR [--max-tasks N]
 
-mines bug-fix tasks from real libraries (see ``ac_env.tasks.mined.build``) and writes
+mines bug-fix tasks from real libraries (see ``ac_env.mining.build``) and writes
 ``DIR/tasks.jsonl``, which ``gym.make("AutoCompact-SWE-v0", task_source=...)`` accepts.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ac_env.tasks.mined.build import BuildOptions, build
+from ac_env.mining.build import BuildOptions, build
 from ac_env.tasks.synthetic.git_repo import cache_root
 
 

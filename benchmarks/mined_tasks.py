@@ -22,8 +22,8 @@ import gymnasium as gym
 import ac_env  # noqa: F401  (registers the ids)
 from ac_env.agents.reference import ReferenceAgent
 from ac_env.agents.rollout import RolloutJob, rollout_many
+from ac_env.mining.build import BuildOptions, LibraryReport, build
 from ac_env.tasks import load_tasks
-from ac_env.tasks.mined.build import BuildOptions, LibraryReport, build
 from ac_env.tasks.model import Task
 from ac_env.tasks.synthetic.git_repo import cache_root
 from ac_env.trajectory import Trajectory

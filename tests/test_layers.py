@@ -50,7 +50,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "ac_env.strategies",
         ),
     ),
-    ("mining", ("ac_env.tasks.mined", "ac_env.cli")),  # builds tasks with sandbox and grader
+    ("mining", ("ac_env.mining", "ac_env.cli")),  # builds tasks with sandbox and grader
     ("agents", ("ac_env.agents",)),
     ("timing", ("ac_env.timing",)),  # envs built on AutoCompact-SWE-v0
     ("bench", ("ac_env.bench",)),

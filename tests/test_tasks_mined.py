@@ -26,14 +26,14 @@ import ac_env  # noqa: F401  (registers the env ids)
 from ac_env.agents.oracle import GoldPatchPolicy
 from ac_env.agents.rollout import rollout
 from ac_env.grading import grade
+from ac_env.mining.build import BuildOptions, LibraryReport, build
+from ac_env.mining.candidates import is_public, schedule
+from ac_env.mining.layout import inspect_layout
+from ac_env.mining.mutants import MutantResult
+from ac_env.mining.sdist import parse_source
+from ac_env.mining.statement import Secret
 from ac_env.sandbox.local import LocalSandbox
 from ac_env.tasks import load_tasks
-from ac_env.tasks.mined.build import BuildOptions, LibraryReport, build
-from ac_env.tasks.mined.candidates import is_public, schedule
-from ac_env.tasks.mined.layout import inspect_layout
-from ac_env.tasks.mined.mutants import MutantResult
-from ac_env.tasks.mined.sdist import parse_source
-from ac_env.tasks.mined.statement import Secret
 from ac_env.tasks.model import Task
 from ac_env.tasks.synthetic.mutations import find_mutations
 from ac_env.test_log import parse_failures

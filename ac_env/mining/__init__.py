@@ -12,6 +12,6 @@ failing test. See ``build`` for the directory layout and resumption.
 
 from __future__ import annotations
 
-from ac_env.tasks.mined.build import BuildOptions, LibraryReport, build, build_library
+from ac_env.mining.build import BuildOptions, LibraryReport, build, build_library
 
 __all__ = ["BuildOptions", "LibraryReport", "build", "build_library"]

@@ -13,7 +13,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict
 
-from ac_env.tasks.mined.runner import SuiteRun, SuiteRunner
+from ac_env.mining.runner import SuiteRun, SuiteRunner
 
 MAX_FAILING_SHARE = 0.2
 """A suite where more than this share of collected tests fails at baseline is refused."""

@@ -13,8 +13,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ac_env.tasks.mined.layout import Layout, inspect_layout
-from ac_env.tasks.mined.sdist import Source, SourceError, commit_tree, fetch_sdist, git, unpack
+from ac_env.mining.layout import Layout, inspect_layout
+from ac_env.mining.sdist import Source, SourceError, commit_tree, fetch_sdist, git, unpack
 
 
 @dataclass(frozen=True)

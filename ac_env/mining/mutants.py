@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from ac_env.tasks.mined.baseline import Baseline
-from ac_env.tasks.mined.runner import SuiteRunner
+from ac_env.mining.baseline import Baseline
+from ac_env.mining.runner import SuiteRunner
 from ac_env.tasks.synthetic.mutations import Mutation, apply_mutations
 from ac_env.test_log import Failure
 

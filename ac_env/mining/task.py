@@ -14,13 +14,13 @@ import tempfile
 from pathlib import Path
 
 from ac_env.grading import grade
+from ac_env.mining.baseline import Baseline
+from ac_env.mining.library import Library
+from ac_env.mining.mutants import MutantResult
+from ac_env.mining.runner import test_command
+from ac_env.mining.sdist import commit_tree, copy_tree, git
+from ac_env.mining.statement import Secret, write_statement
 from ac_env.sandbox.local import Isolation, LocalSandbox
-from ac_env.tasks.mined.baseline import Baseline
-from ac_env.tasks.mined.library import Library
-from ac_env.tasks.mined.mutants import MutantResult
-from ac_env.tasks.mined.runner import test_command
-from ac_env.tasks.mined.sdist import commit_tree, copy_tree, git
-from ac_env.tasks.mined.statement import Secret, write_statement
 from ac_env.tasks.model import GroundTruth, Task
 from ac_env.tasks.synthetic.mutations import apply_mutations
 

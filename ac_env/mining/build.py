@@ -28,15 +28,15 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tqdm import tqdm
 
+from ac_env.mining.baseline import Baseline, BaselineError, run_baseline
+from ac_env.mining.candidates import public_mutations, schedule
+from ac_env.mining.library import Library, prepare_library
+from ac_env.mining.mutants import MutantResult, evaluate_mutant
+from ac_env.mining.runner import SuiteRunner, base_task
+from ac_env.mining.sdist import Source, SourceError, parse_source
+from ac_env.mining.task import TaskRejected, make_task
 from ac_env.sandbox.base import SandboxError
 from ac_env.sandbox.local import Isolation
-from ac_env.tasks.mined.baseline import Baseline, BaselineError, run_baseline
-from ac_env.tasks.mined.candidates import public_mutations, schedule
-from ac_env.tasks.mined.library import Library, prepare_library
-from ac_env.tasks.mined.mutants import MutantResult, evaluate_mutant
-from ac_env.tasks.mined.runner import SuiteRunner, base_task
-from ac_env.tasks.mined.sdist import Source, SourceError, parse_source
-from ac_env.tasks.mined.task import TaskRejected, make_task
 from ac_env.tasks.model import Task
 from ac_env.tasks.swebench_file import read_task_file
 from ac_env.tasks.synthetic.mutations import Mutation
