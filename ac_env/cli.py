@@ -11,11 +11,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ac_env.config_flags import add_config_flags, config_kwargs
 from ac_env.mining.build import BuildOptions, build
 from ac_env.tasks.synthetic.git_repo import cache_root
 
+# Flags whose names differ from the BuildOptions field they set.
+FLAGS = {"timeout_s": "--timeout"}
+
 
 def _parser() -> argparse.ArgumentParser:
+    """``tasks build``: one flag per ``BuildOptions`` field, plus ``--out``, ``--unisolated``
+    (isolation) and ``--no-progress``."""
     parser = argparse.ArgumentParser(prog="ac-env", description="AutoCompact environment tools")
     commands = parser.add_subparsers(dest="group", required=True)
     tasks = commands.add_parser("tasks", help="task sources").add_subparsers(
@@ -31,15 +37,7 @@ def _parser() -> argparse.ArgumentParser:
         default=cache_root() / "mined",
         help="build directory (default: $AUTOCOMPACT_CACHE/mined or ~/.cache/autocompact/mined)",
     )
-    mine.add_argument("--max-tasks", type=int, default=None, help="tasks per library")
-    mine.add_argument("--max-candidates", type=int, default=None, help="mutants per library")
-    mine.add_argument("--max-failing", type=int, default=10, help="most failing tests per task")
-    mine.add_argument("--jobs", type=int, default=1, help="mutants tested at once")
-    mine.add_argument("--timeout", type=float, default=None, help="seconds per mutant run")
-    mine.add_argument(
-        "--slow-test-s", type=float, default=0.25, help="tests slower than this are left out"
-    )
-    mine.add_argument("--seed", type=int, default=0, help="order in which mutants are tried")
+    add_config_flags(mine, BuildOptions, FLAGS, skip=("out", "isolation", "progress"))
     mine.add_argument(
         "--unisolated",
         action="store_true",
@@ -52,16 +50,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     options = BuildOptions(
-        out=args.out,
-        max_tasks=args.max_tasks,
-        max_candidates=args.max_candidates,
-        max_failing=args.max_failing,
-        jobs=args.jobs,
-        timeout_s=args.timeout,
-        slow_test_s=args.slow_test_s,
-        seed=args.seed,
         isolation="none" if args.unisolated else "bwrap",
         progress=not args.no_progress,
+        **config_kwargs(args, BuildOptions),
     )
     reports = build(args.libraries, options)
     return 0 if any(report.status == "built" for report in reports) else 1

@@ -1,6 +1,7 @@
 """CLI flags built from pydantic configs (ac-bench's from BenchConfig)."""
 
 import argparse
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel, Field
@@ -51,3 +52,26 @@ def test_every_bench_setting_has_its_flag_under_the_old_names():
     assert set(config_kwargs(args, BenchConfig)) == set(BenchConfig.model_fields)
     assert (args.task_source, args.task_ids, args.budgets) == ("f.jsonl", ["a", "b"], [0.5])
     assert set(FLAGS) <= set(BenchConfig.model_fields)
+
+
+def test_every_build_option_has_its_flag_under_the_old_names():
+    from ac_env.cli import _parser
+    from ac_env.mining.build import BuildOptions
+
+    argv = ["tasks", "build", "toolz==1.2.0", "--out", "o", "--max-tasks", "2"]
+    argv += ["--max-candidates", "3", "--max-failing", "4", "--jobs", "2", "--timeout", "9"]
+    argv += ["--slow-test-s", "0.5", "--seed", "7", "--unisolated", "--no-progress"]
+    args = _parser().parse_args(argv)
+    assert config_kwargs(args, BuildOptions) == {
+        "out": Path("o"),
+        "max_tasks": 2,
+        "max_candidates": 3,
+        "max_failing": 4,
+        "jobs": 2,
+        "timeout_s": 9.0,
+        "slow_test_s": 0.5,
+        "seed": 7,
+    }
+    assert args.unisolated and args.no_progress
+    default = _parser().parse_args(["tasks", "build", "toolz==1.2.0"])
+    assert set(config_kwargs(default, BuildOptions)) == {"out"}  # the rest: model defaults

@@ -52,7 +52,7 @@ class BuildOptions(BaseModel):
     slow_test_s: float = Field(default=0.25, gt=0, description="tests slower are left out")
     timeout_s: float | None = Field(default=None, gt=0, description="seconds per mutant run")
     jobs: int = Field(default=1, ge=1, description="mutants tested at once")
-    seed: int = 0
+    seed: int = Field(default=0, description="order in which mutants are tried")
     isolation: Isolation = "bwrap"
     progress: bool = True
 
