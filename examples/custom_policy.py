@@ -18,9 +18,7 @@ import gymnasium as gym
 
 import ac_env  # noqa: F401  (registers the ids)
 from ac_env.actions import SUMMARY_HEADER
-from ac_env.agents.reference import ReferenceAgent
-from ac_env.agents.rollout import rollout
-from ac_env.policy import Policy, PolicyOutput
+from ac_env.agents import Policy, PolicyOutput, ReferenceAgent, rollout
 from ac_env.prompts import COMPACTION_REQUEST
 
 

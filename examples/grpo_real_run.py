@@ -33,8 +33,7 @@ import gymnasium as gym
 import torch
 
 import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
-from ac_env.agents.reference import ReferenceAgent
-from ac_env.agents.rollout import RolloutJob, rollout_many
+from ac_env.agents import ReferenceAgent, RolloutJob, rollout_many
 from ac_env.tasks import load_tasks
 from ac_env.trajectory import Trajectory
 from ac_train.grpo import DemonstrationStarts, GRPOConfig, GRPOTrainer, read_metrics

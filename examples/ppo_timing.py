@@ -24,7 +24,7 @@ from stable_baselines3.common.vec_env import SubprocVecEnv
 from tqdm import tqdm
 
 from ac_env.tasks import load_tasks
-from ac_env.timing.env import COMPACT, CONTINUE, TimingEnv
+from ac_env.timing import COMPACT, CONTINUE, TimingEnv
 from ac_env.timing.features import steps_since_compaction
 
 Decide = Callable[[TimingEnv, np.ndarray], int]

@@ -10,9 +10,7 @@ import argparse
 import gymnasium as gym
 
 import ac_env  # noqa: F401  (registers the ids)
-from ac_env.agents.oracle import GoldPatchPolicy
-from ac_env.agents.reference import ReferenceAgent
-from ac_env.policy import Policy
+from ac_env.agents import GoldPatchPolicy, Policy, ReferenceAgent
 
 
 def first_line(text: str, width: int = 90) -> str:
