@@ -154,7 +154,10 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         context passes ``forced_compaction_threshold`` after a step, the observation ends with
         a request for a summary; the next action is taken as that summary, and if it is not a
         valid one an extractive summary of the real workspace replaces it
-        (``summarizer`` ``"fallback"``).
+        (``summarizer`` ``"fallback"``). With ``skip_compaction`` a proactive summary stays in
+        the history, answered by ``prompts.COMPACTION_SKIPPED``, and rewrites nothing; with
+        ``mask_observations_keep`` older command outputs become placeholders (a rewrite of
+        ``kind`` ``"masking"``).
 
         Args:
             action: the model's text, an ``Action`` or a ``PolicyOutput``.
