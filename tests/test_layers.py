@@ -1,8 +1,8 @@
 """The package's layers, checked on the imports themselves (read with ``ast``, every import
 statement counts: module level, inside functions, under ``TYPE_CHECKING``).
 
-A module may import modules of its own layer and of the layers above it in ``LAYERS``, never
-of a layer below it. ``docs/architecture.md`` describes the layers.
+``LAYERS`` lists the layers lowest first. A module may import modules of its own layer and of
+the layers listed before it (lower), never of a layer listed after it (higher). ``docs/architecture.md`` describes the layers.
 """
 
 from __future__ import annotations
