@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ac_env.actions import ActionParser
 from ac_env.cost import DEFAULT_PRICING, Pricing
 from ac_env.sandbox.base import Sandbox
+from ac_env.sandbox.quota import DEFAULT_DISK_QUOTA_MB
 from ac_env.tokens import TokenCounter
 
 SandboxFactory = Callable[[], Sandbox]
@@ -45,6 +46,13 @@ class EnvConfig(BaseModel):
         "image with the task's repository copied in; needs a daemon, see "
         "scripts/docker_daemon.sh), 'unisolated' (plain subprocesses: an explicit opt-out), "
         "or a zero-argument factory returning a Sandbox",
+    )
+    disk_quota_mb: int | None = Field(
+        default=DEFAULT_DISK_QUOTA_MB,
+        gt=0,
+        description="MB the workspace and /tmp may hold (a tmpfs; local: needs root, else a "
+        "warning); past it writes fail and the observation says so; None: no quota. A "
+        "sandbox factory sets its own",
     )
     token_counter: str | TokenCounter = Field(
         default="approx",

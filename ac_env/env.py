@@ -33,7 +33,7 @@ from ac_env.prompts import (
     tool_message,
 )
 from ac_env.sandbox import make_sandbox_factory
-from ac_env.sandbox.base import Sandbox
+from ac_env.sandbox.base import Sandbox, WorkspaceError
 from ac_env.snapshot import EpisodeSnapshot, copy_trajectory
 from ac_env.spaces import Messages, UnicodeText
 from ac_env.tasks import Task, load_tasks
@@ -85,7 +85,9 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         )
         if not self.tasks:
             raise ValueError(f"no tasks in source {self.config.task_source!r}")
-        self._make_sandbox: SandboxFactory = make_sandbox_factory(self.config.sandbox)
+        self._make_sandbox: SandboxFactory = make_sandbox_factory(
+            self.config.sandbox, self.config.disk_quota_mb
+        )
         self._counter = make_token_counter(self.config.token_counter)
         self._parser = make_parser(self.config.action_parser)
         self._pricing = make_pricing(self.config.pricing)
@@ -263,13 +265,17 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         output, _ = _unpack(action)
         return self.meter.quote(self.context.prompt_fingerprint(), self._output_tokens(output))
 
-    def abort(self, exit_reason: str) -> tuple[float, dict[str, Any]]:
+    def abort(
+        self, exit_reason: str, infra_error: str | None = None
+    ) -> tuple[float, dict[str, Any]]:
         """End the episode from outside (the policy failed, a driver's own step cap): the
-        workspace is graded and the end recorded like any other exit reason. Returns the
+        workspace is graded and the end recorded like any other exit reason. With
+        ``infra_error`` (the model server was unreachable: no fault of the agent) nothing is
+        graded: the reward is ``nan`` and ``info["infra_error"]`` says why. Returns the
         reward and the final info."""
         if self._done:
             raise RuntimeError("the episode has ended (or never started): call reset()")
-        return self._end(exit_reason, CallCost(), None, 0.0, time.perf_counter())
+        return self._end(exit_reason, CallCost(), None, 0.0, time.perf_counter(), infra_error)
 
     def snapshot(self) -> EpisodeSnapshot:
         """The running episode's whole state (see ``ac_env.snapshot``), to ``restore`` later
@@ -363,9 +369,11 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         if isinstance(parsed, Compact):
             return self._rewrite(parsed.summary, "forced", "policy")
         assert self.sandbox is not None
-        summary = extractive_summary(
-            self.task.problem_statement, self._commands, self.sandbox.diff()
-        )
+        try:
+            diff = self.sandbox.diff()
+        except WorkspaceError as err:  # the agent's doing: the summary says so
+            diff = f"(the workspace diff cannot be read: {err})"
+        summary = extractive_summary(self.task.problem_statement, self._commands, diff)
         return self._rewrite(summary, "forced", "fallback")
 
     def _rewrite(
@@ -447,25 +455,32 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         rewrite: dict[str, Any] | None,
         sandbox_s: float,
         started: float,
+        infra_error: str | None = None,
     ) -> tuple[float, dict[str, Any]]:
-        result, grading_s = self._finish(exit_reason)
+        result, grading_s = self._finish(exit_reason, infra_error)
         info = self._info(step_cost, rewrite, exit_reason, sandbox_s, grading_s, started)
         info["reward_detail"] = result.tests
         info["infra_error"] = result.infra_error
         info["submitted"] = exit_reason == "submitted"
         return (math.nan if result.reward is None else result.reward), info
 
-    def _finish(self, exit_reason: str) -> tuple[GradeResult, float]:
+    def _finish(self, exit_reason: str, infra_error: str | None) -> tuple[GradeResult, float]:
         assert self.sandbox is not None and self.trajectory is not None
         started = time.perf_counter()
         self._done = True
-        try:
-            patch = self.sandbox.diff()
-        except Exception as err:  # the workspace is gone: an infrastructure failure
-            patch = ""
-            result = GradeResult.infra(f"could not read the workspace diff: {err}")
+        patch = ""
+        if infra_error is not None:
+            result = GradeResult.infra(infra_error)
         else:
-            result = grade(self.task, patch, self._make_sandbox(), self.config.grading_timeout)
+            try:
+                patch = self.sandbox.diff()
+            except WorkspaceError as err:  # what the agent did to its workspace: its failure
+                reason = f"the workspace cannot be graded: {err}"
+                result = GradeResult(resolved=False, reward=0.0, reason=reason)
+            except Exception as err:  # the sandbox is gone: an infrastructure failure
+                result = GradeResult.infra(f"could not read the workspace diff: {err}")
+            else:
+                result = grade(self.task, patch, self._make_sandbox(), self.config.grading_timeout)
         self.trajectory.append(
             EpisodeEnd(
                 step=self._steps,

@@ -28,6 +28,7 @@ import gymnasium as gym
 from pydantic import BaseModel
 
 from ac_env.compaction import parse_sections
+from ac_env.sandbox.base import WorkspaceError
 from ac_env.tasks import Task
 from ac_env.test_log import TestRunSummary, last_test_run, tally_counts
 from ac_env.trajectory import Trajectory
@@ -73,7 +74,11 @@ class SummaryWorkspace(gym.Wrapper[Any, Any, Any, Any]):
         base = self.env.unwrapped
         last = base.trajectory.model_calls()[-1]  # type: ignore[attr-defined]
         if last.action.get("kind") == "compact":
-            self.changed[last.step] = changed_files(base.sandbox.diff())  # type: ignore[attr-defined]
+            try:
+                diff = base.sandbox.diff()  # type: ignore[attr-defined]
+            except WorkspaceError:  # the agent made its workspace unreadable: nothing shown
+                diff = ""
+            self.changed[last.step] = changed_files(diff)
         return result
 
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from ac_env.cost import CallCost
 from ac_env.grading import grade
-from ac_env.sandbox.base import Sandbox
+from ac_env.sandbox.base import Sandbox, WorkspaceError
 from ac_env.tasks import Task
 from ac_env.trajectory import Trajectory
 
@@ -54,7 +54,7 @@ class BudgetCrossings(gym.Wrapper[Any, Any, Any, Any]):
         total = base.meter.total  # type: ignore[attr-defined]
         pending = self.budgets[len(self.crossings) :]
         if pending and total.usd + base.quote(action).usd > pending[0]:  # type: ignore[attr-defined]
-            diff = base.sandbox.diff()  # type: ignore[attr-defined]
+            diff = _workspace_patch(base.sandbox)  # type: ignore[attr-defined]
             result = self.env.step(action)
             after = base.meter.total  # type: ignore[attr-defined]
             for budget in pending:
@@ -64,6 +64,15 @@ class BudgetCrossings(gym.Wrapper[Any, Any, Any, Any]):
             result = self.env.step(action)
         self._steps += 1
         return result
+
+
+def _workspace_patch(sandbox: Sandbox) -> str:
+    """The workspace's diff; an empty patch (nothing fixed: reward 0) when what the agent did
+    makes it unreadable (``WorkspaceError``), so that it cannot pass as an infra error."""
+    try:
+        return sandbox.diff()
+    except WorkspaceError:
+        return ""
 
 
 class BudgetOutcome(BaseModel):

@@ -6,15 +6,19 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ac_env.sandbox.base import ExecResult, Sandbox, SandboxError
+from ac_env.sandbox.quota import DEFAULT_DISK_QUOTA_MB
 
 SANDBOX_NAMES = ("local", "unisolated", "docker")
 
 
-def make_sandbox_factory(spec: str | Callable[[], Sandbox]) -> Callable[[], Sandbox]:
+def make_sandbox_factory(
+    spec: str | Callable[[], Sandbox], disk_quota_mb: int | None = DEFAULT_DISK_QUOTA_MB
+) -> Callable[[], Sandbox]:
     """``"local"``: bubblewrap isolation (refuses to run without bubblewrap);
     ``"unisolated"``: plain subprocesses, an explicit opt-out; ``"docker"``: a container per
     episode (refuses to run without a daemon; see ``scripts/docker_daemon.sh``); or a factory,
-    used as is (e.g. ``lambda: DockerSandbox(warm=True)``)."""
+    used as is (e.g. ``lambda: DockerSandbox(warm=True)``). ``disk_quota_mb``: the named
+    sandboxes' disk quota (``ac_env.sandbox.quota``); a factory sets its own."""
     if callable(spec):
         return spec
     if spec == "docker":
@@ -22,14 +26,14 @@ def make_sandbox_factory(spec: str | Callable[[], Sandbox]) -> Callable[[], Sand
         from ac_env.sandbox.docker_session import docker_client
 
         docker_client()
-        return DockerSandbox
+        return lambda: DockerSandbox(disk_quota_mb=disk_quota_mb)
     from ac_env.sandbox.local import LocalSandbox
 
     if spec == "local":
         LocalSandbox.check_available("bwrap")
-        return lambda: LocalSandbox(isolation="bwrap")
+        return lambda: LocalSandbox(isolation="bwrap", disk_quota_mb=disk_quota_mb)
     if spec == "unisolated":
-        return lambda: LocalSandbox(isolation="none")
+        return lambda: LocalSandbox(isolation="none", disk_quota_mb=disk_quota_mb)
     raise ValueError(f"sandbox: unknown sandbox {spec!r}; valid: {list(SANDBOX_NAMES)}")
 
 

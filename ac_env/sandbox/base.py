@@ -26,6 +26,12 @@ class SandboxError(RuntimeError):
     """The sandbox itself failed (not the command): an infrastructure error."""
 
 
+class WorkspaceError(SandboxError):
+    """The workspace cannot be read back as a patch because of what commands did to it (a
+    patch over the size limit, files or directories git cannot read, a diff past its time
+    limit): the agent's failure, which grades 0, never an infrastructure error."""
+
+
 @runtime_checkable
 class Sandbox(Protocol):
     """A workspace holding one task's repo, and a way to run commands in it.

@@ -7,7 +7,11 @@ directory, the project's base image (Debian's python3, pytest and git; built by
 - has no network (``network_mode="none"``), no capability (commands run as the container's
   root, which can then neither mount, nor chown, nor override file permissions),
   ``no-new-privileges``, and limits: memory (cgroup, no swap, and RLIMIT_DATA per process),
-  processes (cgroup PID limit), CPUs, file size (RLIMIT_FSIZE) and a size-capped tmpfs ``/tmp``;
+  processes (cgroup PID limit), CPUs, file size (RLIMIT_FSIZE), and a disk quota: the
+  workspace is a tmpfs volume and ``/tmp`` a tmpfs, each of ``disk_quota_mb`` (both count
+  against the container's memory; see ``quota``). Overlay2's own size limit
+  (``storage_opt``) needs xfs with project quotas, which the daemons here lack; what the
+  container's root writes elsewhere in its writable layer is bounded per file only;
 - runs a bash loop as PID 1 that reaps orphans and survives ``kill -KILL -1``; every command
   ends with that kill, and a command past its deadline gets it from a second exec (or, if even
   that cannot start, the container is restarted): nothing a command starts survives it;
@@ -33,10 +37,10 @@ from pathlib import PurePosixPath
 from types import TracebackType
 from typing import Any
 
-from ac_env.sandbox.base import ExecResult, SandboxError
+from ac_env.sandbox.base import ExecResult, SandboxError, WorkspaceError
 from ac_env.sandbox.commands import command_rejection
 from ac_env.sandbox.docker_archive import directory_tar, file_tar, reowned_tar, single_file
-from ac_env.sandbox.docker_exec import STDOUT, stream_exec
+from ac_env.sandbox.docker_exec import STDERR, STDOUT, stream_exec
 from ac_env.sandbox.docker_scripts import (
     ARCHIVE,
     BASE_GIT,
@@ -63,6 +67,7 @@ from ac_env.sandbox.docker_session import (
 )
 from ac_env.sandbox.output import OutputCapture
 from ac_env.sandbox.process import KILLED_EXIT_CODE
+from ac_env.sandbox.quota import DEFAULT_DISK_QUOTA_MB, quota_note, reached
 from ac_env.sandbox.workspace_archive import merge_archives
 from ac_env.tasks.model import Task
 
@@ -103,7 +108,9 @@ class DockerSandbox:
         max_processes: processes and threads the container may hold at once (PID cgroup).
         max_file_size_mb: RLIMIT_FSIZE: the largest file a command may write.
         cpus: CPUs the container may use.
-        tmp_size_mb: size of the container's tmpfs ``/tmp`` (counts against its memory).
+        disk_quota_mb: the size of the workspace's tmpfs volume and of the tmpfs ``/tmp``
+            (each; both count against the container's memory). None: the workspace stays in
+            the container's writable layer and ``/tmp`` is bounded by memory only.
         warm: park the container at ``close`` and reset it with git for the next episode of
             the same task.
 
@@ -117,7 +124,7 @@ class DockerSandbox:
         max_processes: int = 256,
         max_file_size_mb: int = 1024,
         cpus: float = 2.0,
-        tmp_size_mb: int = 512,
+        disk_quota_mb: int | None = DEFAULT_DISK_QUOTA_MB,
         warm: bool = False,
     ) -> None:
         for name, value in (
@@ -125,17 +132,18 @@ class DockerSandbox:
             ("max_processes", max_processes),
             ("max_file_size_mb", max_file_size_mb),
             ("cpus", cpus),
-            ("tmp_size_mb", tmp_size_mb),
         ):
             if value <= 0:
                 raise ValueError(f"{name} must be > 0, got {value}")
+        if disk_quota_mb is not None and disk_quota_mb <= 0:
+            raise ValueError(f"disk_quota_mb must be > 0 or None, got {disk_quota_mb}")
         self.base_image = base_image
         self.warm = warm
         self._memory_limit_mb = memory_limit_mb
         self._max_processes = max_processes
         self._max_file_size_mb = max_file_size_mb
         self._cpus = cpus
-        self._tmp_size_mb = tmp_size_mb
+        self._disk_quota_mb = disk_quota_mb
         self._state: _Container | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -204,7 +212,14 @@ class DockerSandbox:
         rejection = command_rejection(command)
         if rejection is not None:
             return ExecResult(f"sandbox: {rejection}\n", 126, False, False, 0.0)
-        capture = OutputCapture(output_limit)
+        capture, free_space = OutputCapture(output_limit), bytearray()
+
+        def sink(stream: int, data: bytes) -> None:
+            if stream == STDERR:
+                free_space.extend(data[:_ERROR_LIMIT])
+            else:
+                capture.add(data)
+
         outcome = stream_exec(
             state.container.client.api,
             state.container.id,
@@ -212,12 +227,16 @@ class DockerSandbox:
             env=_command_env(),
             workdir=state.workdir,
             timeout_s=timeout_s,
-            sink=lambda _stream, data: capture.add(data),
+            sink=sink,
         )
         if outcome.timed_out:
             self._kill_all(state, restart_if_needed=True)
+        output = capture.text()
+        quota_mb = self._disk_quota_mb
+        if quota_mb is not None and reached(output, _least_free_bytes(bytes(free_space))):
+            output += quota_note(quota_mb)
         return ExecResult(
-            output=capture.text(),
+            output=output,
             exit_code=KILLED_EXIT_CODE if outcome.exit_code is None else outcome.exit_code,
             timed_out=outcome.timed_out,
             truncated=capture.truncated,
@@ -229,7 +248,14 @@ class DockerSandbox:
         ``.gitignore`` ignores excepted), as ``LocalSandbox.diff`` gives it: a binary patch
         that ``git apply`` accepts at the base, non-UTF-8 bytes as surrogate escapes."""
         state = self._started()
-        patch = self._helper(state, DIFF, {"BASE": state.base_commit}, MAX_DIFF_BYTES, "git diff")
+        patch = self._helper(
+            state,
+            DIFF,
+            {"BASE": state.base_commit},
+            MAX_DIFF_BYTES,
+            "git diff",
+            error=WorkspaceError,
+        )
         return patch.decode("utf-8", errors="surrogateescape")
 
     # -- files -------------------------------------------------------------------------------
@@ -296,7 +322,8 @@ class DockerSandbox:
         except docker.errors.ImageNotFound as error:
             hint = _IMAGE_HINT if image == self.base_image else "load or build it first"
             raise SandboxError(f"docker image {image!r} is not present; {hint}") from error
-        mb = 1024 * 1024
+        mb, quota = 1024 * 1024, self._disk_quota_mb
+        image_repo = _image_directory(client, image, workdir) if task.image_name and quota else None
         container = _docker_call(
             f"creating a container from {image}",
             client.containers.run,
@@ -319,7 +346,8 @@ class DockerSandbox:
                     name="data", soft=self._memory_limit_mb * mb, hard=self._memory_limit_mb * mb
                 ),
             ],
-            tmpfs={"/tmp": f"size={self._tmp_size_mb}m,mode=1777"},
+            tmpfs={"/tmp": "mode=1777" + (f",size={quota}m" if quota else "")},
+            mounts=[_quota_volume(workdir, quota)] if quota else [],
             hostname="sandbox",
             working_dir=workdir,
             entrypoint=[],
@@ -330,6 +358,9 @@ class DockerSandbox:
                 assert task.snapshot_dir is not None
                 snapshot = directory_tar(task.snapshot_dir)
                 _docker_call("copying the snapshot", container.put_archive, workdir, snapshot)
+            elif image_repo is not None:  # the quota's volume hides the image's repo: copy it
+                parent = posixpath.dirname(workdir)
+                _docker_call("copying the image's repo", container.put_archive, parent, image_repo)
             return self._prepare(container, key, workdir, finalizer)
         except BaseException:
             finalizer.detach()
@@ -393,8 +424,10 @@ class DockerSandbox:
         what: str,
         timeout_s: float = _HELPER_TIMEOUT_S,
         args: list[str] | None = None,
+        error: type[SandboxError] = SandboxError,
     ) -> bytes:
-        """Run one of the sandbox's own scripts; its stdout, or SandboxError with stderr."""
+        """Run one of the sandbox's own scripts; its stdout, or ``error`` with stderr when the
+        script fails, overflows or times out (a daemon that fails the exec: SandboxError)."""
         stdout, stderr = bytearray(), OutputCapture(_ERROR_LIMIT)
         overflow = False
 
@@ -424,13 +457,47 @@ class DockerSandbox:
                 if overflow
                 else f"exit code {outcome.exit_code}"
             )
-            raise SandboxError(f"{what} failed in the container ({reason}): {stderr.text()}")
+            raise error(f"{what} failed in the container ({reason}): {stderr.text()}")
         return bytes(stdout)
 
     def _started(self) -> _Container:
         if self._state is None:
             raise SandboxError("sandbox not started; call start(task) first")
         return self._state
+
+
+def _quota_volume(target: str, size_mb: int) -> Any:
+    """An anonymous tmpfs volume of ``size_mb`` at ``target`` (removed with its container).
+    A volume, not a plain ``tmpfs`` mount: the daemon's archive API sees into volumes."""
+    import docker.types
+
+    options = {"type": "tmpfs", "device": "tmpfs", "o": f"size={size_mb}m"}
+    driver = docker.types.DriverConfig("local", options)
+    return docker.types.Mount(target, None, type="volume", driver_config=driver)
+
+
+def _image_directory(client: Any, image: str, directory: str) -> bytes:
+    """``directory`` of ``image`` as a tar archive (its top entry named after it), read from a
+    container that is created and never started."""
+    container = _docker_call(
+        f"creating a container from {image}", client.containers.create, image, ["true"]
+    )
+    try:
+        stream, _stat = _docker_call(f"reading {directory}", container.get_archive, directory)
+        return b"".join(stream)
+    finally:
+        remove_container(container)
+
+
+def _least_free_bytes(report: bytes) -> int:
+    """The smallest free space in ``COMMAND``'s report (lines of free blocks and block size);
+    a report that is missing or unreadable counts as plenty."""
+    free = [
+        int(fields[0]) * int(fields[1])
+        for line in report.decode("ascii", errors="replace").splitlines()
+        if len(fields := line.split()) == 2 and all(f.isdigit() for f in fields)
+    ]
+    return min(free, default=1 << 62)
 
 
 def _command_env() -> dict[str, str]:

@@ -8,15 +8,21 @@ BASE_GIT = f"{BASE_PARENT}/base.git"
 """The base commit's objects: written once at start, owned by nobody and read-only, so that a
 command (root without capabilities) can neither change nor remove them."""
 STAGE = f"{BASE_PARENT}-stage"
-"""Where PREPARE builds the base objects (on the repo's file system: git renames into it)."""
+"""Where PREPARE gathers the base objects (git packs them inside the repo's .git, whose file
+system may be the quota's volume, and they are moved here)."""
 
 INIT = "trap '' TERM INT HUP; while :; do sleep 2147483647; done"
 """PID 1: outlives ``kill -KILL -1`` (which spares PID 1) and reaps orphans (bash waits for
 every child), so killed processes leave no zombies that would hold the PID limit."""
 
-COMMAND = 'exec 2>&1; bash -c "$1"; status=$?; kill -KILL -1 2>/dev/null; exit "$status"'
+COMMAND = (
+    'exec 3>&2 2>&1; bash -c "$1" 3>&-; status=$?; kill -KILL -1 2>/dev/null;'
+    ' stat -f -c "%a %S" . /tmp >&3 2>/dev/null; exit "$status"'
+)
 """Runs one agent command (``$1``), then kills every process but PID 1: nothing a command
-starts (``nohup``, ``setsid``, daemons) outlives it."""
+starts (``nohup``, ``setsid``, daemons) outlives it. The command's output goes to stdout;
+then the free blocks and block size of the workspace's and /tmp's file systems go to stderr
+(which the command cannot write: fd 3 is closed for it), for the disk quota's note."""
 
 KILL_ALL = "kill -KILL -1 2>/dev/null; exit 0"
 
@@ -49,14 +55,14 @@ fi
 branch=$({_GIT} symbolic-ref --short -q HEAD || echo main)
 rm -rf "$STAGE"
 mkdir -p "$STAGE/base.git/objects/pack" "$STAGE/base.git/refs" "$STAGE/base.git/info"
-{_GIT} rev-list --objects "$base" | {_GIT} pack-objects -q "$STAGE/base.git/objects/pack/pack" \
-  >/dev/null
+{_GIT} rev-list --objects "$base" | {_GIT} pack-objects -q .git/pack >/dev/null
+mv .git/pack-* "$STAGE/base.git/objects/pack/"
 full=none
 if [ "$WARM" = 1 ]; then
   full=$(GIT_INDEX_FILE="$STAGE/full.index" sh -c \
     "{_GIT} add -A -f . && {_GIT} write-tree")
-  {_GIT} rev-list --objects "$full" | {_GIT} pack-objects -q "$STAGE/base.git/objects/pack/full" \
-    >/dev/null
+  {_GIT} rev-list --objects "$full" | {_GIT} pack-objects -q .git/full >/dev/null
+  mv .git/full-* "$STAGE/base.git/objects/pack/"
   rm -f "$STAGE/full.index"
 fi
 if [ -f .git/info/exclude ]; then cp .git/info/exclude "$STAGE/base.git/info/exclude"; fi
@@ -71,13 +77,15 @@ or dangling object stays reachable) and stages the base objects in $STAGE/base.g
 host then installs, read-only, at BASE_GIT. With WARM=1 it also stores the tree of every file
 present (ignored ones too) for ``RESET``. Prints ``<base commit> <full tree or none>``."""
 
-_ISOLATED_GIT_ENV = """tmp=$(mktemp -d)
+_ISOLATED_GIT_ENV = f"""tmp=$(mktemp -d {BASE_PARENT}-git.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 mkdir "$tmp/objects"
 export GIT_DIR="$BASE_GIT" GIT_WORK_TREE="$WORKDIR" GIT_INDEX_FILE="$tmp/index"
 export GIT_OBJECT_DIRECTORY="$tmp/objects" GIT_ALTERNATE_OBJECT_DIRECTORIES="$BASE_GIT/objects"
 export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 HOME="$tmp" XDG_CONFIG_HOME="$tmp"
 """
+"""git's index and new objects go to a scratch directory outside /tmp (which a command may
+have filled to its quota), under the sandbox's own ``BASE_PARENT`` prefix."""
 
 DIFF = f"""set -eu
 {_ISOLATED_GIT_ENV}

@@ -2,13 +2,18 @@
 
 Layout of one started sandbox (a fresh temporary directory, removed by ``close``)::
 
-    repo/      the workspace: a copy of the task's snapshot, .git included; commands see it
-               at ``task.workdir`` (``/testbed`` by default) and may change it
-    tmp/       the sandbox's /tmp and $HOME; kept across the commands of one episode
-    base.git/  the snapshot's objects and HEAD; only ``diff`` mounts it, so whatever commands
-               do to repo/.git, the diff is against the base commit
-    bin/       ``python`` and ``python3`` links to the interpreter tasks run with
-    etc/       the sandbox's /etc (``bwrap.prepare_etc``)
+    work/        what commands can write: a tmpfs of ``disk_quota_mb`` (``quota``) holding
+      repo/      the workspace: a copy of the task's snapshot, .git included; commands see it
+                 at ``task.workdir`` (``/testbed`` by default) and may change it
+      tmp/       the sandbox's /tmp and $HOME; kept across the commands of one episode
+    base.git/    the snapshot's objects and HEAD; only ``diff`` mounts it, so whatever commands
+                 do to repo/.git, the diff is against the base commit
+    bin/         ``python`` and ``python3`` links to the interpreter tasks run with
+    etc/         the sandbox's /etc (``bwrap.prepare_etc``)
+
+Mounting the quota's tmpfs needs root (as the project's machines run); any other user gets a
+``RuntimeWarning`` saying the quota is not enforced, and ``quota_enforced`` is False: only
+``max_file_size_mb`` bounds what a command writes then.
 
 Each ``exec`` starts a new bubblewrap sandbox (a few milliseconds; see
 ``benchmarks/sandbox_roundtrip.py``) whose PID namespace dies with the command: nothing a
@@ -24,12 +29,14 @@ escapes the kill.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import shutil
 import stat
 import subprocess
 import tempfile
+import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,10 +44,18 @@ from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import Literal
 
-from ac_env.sandbox.base import ExecResult, SandboxError
+from ac_env.sandbox.base import ExecResult, SandboxError, WorkspaceError
 from ac_env.sandbox.bwrap import SYSTEM_DIRS, Bind, bwrap_argv, prepare_etc
 from ac_env.sandbox.commands import command_rejection
 from ac_env.sandbox.process import RunAs, run_bounded
+from ac_env.sandbox.quota import (
+    DEFAULT_DISK_QUOTA_MB,
+    free_bytes,
+    mount_tmpfs,
+    quota_note,
+    reached,
+    unmount,
+)
 from ac_env.sandbox.workspace_archive import PARTS, extract_parts, pack_directories
 from ac_env.tasks.model import Task
 
@@ -65,6 +80,10 @@ _INSTALL_HINT = (
 @dataclass(frozen=True)
 class _Workspace:
     root: Path
+    """``work/``: the repo and tmp, on the quota's file system when ``quota_mb`` is set."""
+    private: Path
+    """The sandbox's directory (``work/``, base.git, bin, etc)."""
+    quota_mb: int | None
     repo: Path
     base_commit: str
     workdir: str
@@ -84,6 +103,8 @@ class LocalSandbox:
         root_dir: where workspaces are created (default: the system's temporary directory).
             A tmpfs such as ``/dev/shm`` makes start and close several times faster (no disk
             metadata), with workspaces in memory (bounded per file by ``max_file_size_mb``).
+        disk_quota_mb: the most the workspace and /tmp may hold together (a tmpfs, in
+            memory; see the module docstring); None: no quota.
 
     Raises ``SandboxError`` when bubblewrap is missing.
     """
@@ -96,6 +117,7 @@ class LocalSandbox:
         max_file_size_mb: int = 1024,
         python: str = "/usr/bin/python3",
         root_dir: str | None = None,
+        disk_quota_mb: int | None = DEFAULT_DISK_QUOTA_MB,
     ) -> None:
         if isolation not in ("bwrap", "none"):
             raise ValueError(f'isolation must be "bwrap" or "none", got {isolation!r}')
@@ -106,12 +128,15 @@ class LocalSandbox:
         ):
             if value <= 0:
                 raise ValueError(f"{name} must be > 0, got {value}")
+        if disk_quota_mb is not None and disk_quota_mb <= 0:
+            raise ValueError(f"disk_quota_mb must be > 0 or None, got {disk_quota_mb}")
         self.isolation: Isolation = isolation
         self._bwrap = _find_program("bwrap", _INSTALL_HINT) if isolation == "bwrap" else ""
         self._python = _check_python(python, isolation)
         self._memory_limit_mb = memory_limit_mb
         self._max_processes = max_processes
         self._max_file_size_mb = max_file_size_mb
+        self._disk_quota_mb = disk_quota_mb
         if root_dir is not None and not os.path.isdir(root_dir):
             raise ValueError(f"root_dir {root_dir!r} is not a directory")
         self._root_dir = root_dir
@@ -127,31 +152,53 @@ class LocalSandbox:
         snapshot = _check_snapshot(task)
         base_commit = _single_commit(snapshot)
         workdir = self._workdir_for(task) if self.isolation == "bwrap" else None
-        root = Path(tempfile.mkdtemp(prefix="autocompact-sandbox-", dir=self._root_dir))
-        repo = root / "repo"
+        private = Path(tempfile.mkdtemp(prefix="autocompact-sandbox-", dir=self._root_dir))
+        root, repo = private / "work", private / "work" / "repo"
+        root.mkdir()
+        quota_mb = self._mount_quota(root)
         try:
             shutil.copytree(snapshot, repo, symlinks=True, ignore=_skip_git_history)
-            _make_base_git(snapshot, root / "base.git", base_commit)
-            _make_workspace_git(repo / ".git", root / "base.git", base_commit)
+            _make_base_git(snapshot, private / "base.git", base_commit)
+            _make_workspace_git(repo / ".git", private / "base.git", base_commit)
             (root / "tmp").mkdir()
-            etc_binds = prepare_etc(root / "etc") if self.isolation == "bwrap" else []
-            _write_python_links(root / "bin", self._python)
+            etc_binds = prepare_etc(private / "etc") if self.isolation == "bwrap" else []
+            _write_python_links(private / "bin", self._python)
             if self._run_as is not None:
-                _chown_tree(root, self._run_as)
+                _chown_tree(private, self._run_as)
         except OSError as error:
-            _remove_tree(root)
+            _remove_sandbox_dir(private, quota_mb is not None)
             raise SandboxError(f"could not copy snapshot_dir {snapshot}: {error}") from error
         except BaseException:
-            _remove_tree(root)
+            _remove_sandbox_dir(private, quota_mb is not None)
             raise
         self._workspace = _Workspace(
             root=root,
+            private=private,
+            quota_mb=quota_mb,
             repo=repo,
             base_commit=base_commit,
             workdir=workdir or str(repo),
             etc_binds=etc_binds,
-            remove=weakref.finalize(self, _remove_tree, root),
+            remove=weakref.finalize(self, _remove_sandbox_dir, private, quota_mb is not None),
         )
+
+    def _mount_quota(self, root: Path) -> int | None:
+        """Mount the quota's tmpfs on ``root``; the quota in MB, or None when there is none
+        (not asked for, or this process may not mount: then a warning says so)."""
+        if self._disk_quota_mb is None:
+            return None
+        try:
+            mount_tmpfs(root, self._disk_quota_mb)
+        except OSError as error:
+            warnings.warn(
+                f"LocalSandbox: disk_quota_mb={self._disk_quota_mb} is not enforced: {error} "
+                "(mounting the quota's tmpfs needs root); only max_file_size_mb bounds what "
+                "commands write. Pass disk_quota_mb=None to run without a quota knowingly.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return None
+        return self._disk_quota_mb
 
     def reset(self, task: Task) -> None:
         self.close()
@@ -185,6 +232,11 @@ class LocalSandbox:
         """The repo on the host (for inspection; commands see it at ``workdir``)."""
         return self._started().repo
 
+    @property
+    def quota_enforced(self) -> bool:
+        """Whether the workspace and /tmp of the started sandbox sit on the quota's tmpfs."""
+        return self._started().quota_mb is not None
+
     @staticmethod
     def check_available(isolation: Isolation = "bwrap") -> None:
         """Raise ``SandboxError`` (saying how to fix it) if ``isolation`` cannot run here."""
@@ -209,7 +261,11 @@ class LocalSandbox:
                 truncated=False,
                 duration_s=0.0,
             )
-        return self._run(workspace, command, timeout_s, output_limit)
+        result = self._run(workspace, command, timeout_s, output_limit)
+        quota_mb = workspace.quota_mb
+        if quota_mb is not None and reached(result.output, free_bytes(workspace.root)):
+            return dataclasses.replace(result, output=result.output + quota_note(quota_mb))
+        return result
 
     def diff(self) -> str:
         """The workspace's change against the base commit, untracked files included (those
@@ -222,9 +278,9 @@ class LocalSandbox:
         workspace = self._started()
         if self.isolation == "bwrap":
             base_git = f"{SANDBOX_DIR}/base.git"
-            binds = [Bind(str(workspace.root / "base.git"), base_git, writable=True)]
+            binds = [Bind(str(workspace.private / "base.git"), base_git, writable=True)]
         else:
-            base_git, binds = str(workspace.root / "base.git"), []
+            base_git, binds = str(workspace.private / "base.git"), []
         git_env = {
             "GIT_DIR": base_git,
             "GIT_WORK_TREE": workspace.workdir,
@@ -247,11 +303,11 @@ class LocalSandbox:
             extra_env=git_env,
         )
         if result.exit_code != 0:
-            raise SandboxError(f"git diff of the workspace failed: {result.output.strip()}")
-        patch = workspace.root / "base.git" / _DIFF_FILE
+            raise WorkspaceError(f"git diff of the workspace failed: {result.output.strip()}")
+        patch = workspace.private / "base.git" / _DIFF_FILE
         size = patch.stat().st_size
         if size > MAX_DIFF_BYTES:
-            raise SandboxError(f"workspace diff is {size} bytes, over {MAX_DIFF_BYTES}")
+            raise WorkspaceError(f"workspace diff is {size} bytes, over {MAX_DIFF_BYTES}")
         return patch.read_bytes().decode("utf-8", errors="surrogateescape")
 
     def _run(
@@ -266,14 +322,14 @@ class LocalSandbox:
     ) -> ExecResult:
         started_read, started_write = os.pipe()
         try:
-            launcher = self._launcher(started_write, command)
+            launcher = self._launcher(started_write, command, workspace.workdir)
+            cwd = str(workspace.root)
             if self.isolation == "none":
-                argv, cwd = launcher, str(workspace.repo)
-                env = self._env(str(workspace.root / "tmp"), str(workspace.root / "bin"))
+                argv = launcher
+                env = self._env(str(workspace.root / "tmp"), str(workspace.private / "bin"))
             else:
                 binds = [*self._binds(workspace), *extra_binds]
-                argv = [*bwrap_argv(self._bwrap, binds, workspace.workdir), *launcher]
-                cwd = str(workspace.root)
+                argv = [*bwrap_argv(self._bwrap, binds, "/"), *launcher]
                 env = self._env("/tmp", f"{SANDBOX_DIR}/bin")
             result = run_bounded(
                 argv,
@@ -295,26 +351,28 @@ class LocalSandbox:
             raise SandboxError(f"the sandbox could not start the command: {result.output.strip()}")
         return result
 
-    def _launcher(self, started_fd: int, command: str) -> list[str]:
+    def _launcher(self, started_fd: int, command: str, workdir: str) -> list[str]:
         """bash that sets the limits, reports on ``started_fd`` that the sandbox is up, closes
-        that fd and hands over to ``bash -c command``. The command never sees the fd, so no
-        report means the sandbox itself failed (bubblewrap's setup, a limit), whatever it
-        printed. (Running the command by ``eval`` in this shell would save an exec, about
-        2 ms, but shows the launcher in syntax errors and $BASH_EXECUTION_STRING.)"""
+        that fd, enters ``workdir`` and hands over to ``bash -c command``. The command never
+        sees the fd, so no report means the sandbox itself failed (bubblewrap's setup, a
+        limit), whatever it printed. Entering the workdir comes after the report: a workdir
+        a command made unreadable (``chmod 000 .``) is that command's problem, shown to the
+        next one as bash's ``cd`` error, never a sandbox failure. (Running the command by
+        ``eval`` in this shell would save an exec, about 2 ms, but shows the launcher in
+        syntax errors and $BASH_EXECUTION_STRING.)"""
         data_kib, file_kib = self._memory_limit_mb * 1024, self._max_file_size_mb * 1024
         script = (
             f"ulimit -HSu {self._max_processes} -HSd {data_kib} -HSf {file_kib}"
             f" && printf {_STARTED} >&{started_fd} && exec {started_fd}>&-"
-            ' && exec -a bash /bin/bash -c "$1"'
+            ' && { cd -- "$2"; exec -a bash /bin/bash -c "$1"; }'
         )
-        return ["/bin/bash", "-c", script, "sandbox-launcher", command]
+        return ["/bin/bash", "-c", script, "bash", command, workdir]
 
     def _binds(self, workspace: _Workspace) -> list[Bind]:
-        root = workspace.root
         return [
             *workspace.etc_binds,
-            Bind(str(root / "bin"), f"{SANDBOX_DIR}/bin"),
-            Bind(str(root / "tmp"), "/tmp", writable=True),
+            Bind(str(workspace.private / "bin"), f"{SANDBOX_DIR}/bin"),
+            Bind(str(workspace.root / "tmp"), "/tmp", writable=True),
             Bind(str(workspace.repo), workspace.workdir, writable=True),
         ]
 
@@ -563,6 +621,12 @@ def _chown_tree(root: Path, owner: RunAs) -> None:
     for directory, dirs, files in os.walk(root):
         for name in (*dirs, *files):
             os.lchown(os.path.join(directory, name), owner.uid, owner.gid)
+
+
+def _remove_sandbox_dir(private: Path, mounted: bool) -> None:
+    if mounted:
+        unmount(private / "work")
+    _remove_tree(private)
 
 
 def _remove_tree(root: Path) -> None:
