@@ -54,7 +54,10 @@ def add_collect(subparsers: Subparsers) -> None:
 
 
 def _run_collect(args: argparse.Namespace) -> int:
-    from ac_train.collect import CollectConfig, collect
+    """Exit 2 (one line, nothing written) for a configuration that cannot work, 3 when every
+    episode failed for infrastructure reasons."""
+    from ac_env.bench.failures import INFRA_EXIT_CODE, failed_cells
+    from ac_train.collect import CollectConfig, collect, read_episodes
 
     names = [
         "worker",
@@ -80,10 +83,16 @@ def _run_collect(args: argparse.Namespace) -> int:
     try:  # a bad setting or task selection is the caller's, not a crash
         summary = collect(CollectConfig(**given), args.out, progress=not args.no_progress)
     except ValueError as err:  # pydantic's ValidationError is one
-        print(f"ac-train collect: {err}", file=sys.stderr)
+        print(f"ac-train collect: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
     print(summary.model_dump_json())
-    return 0
+    failed = failed_cells(
+        ("collect", (e.error or "unknown") if e.status == "infra_error" else None)
+        for e in read_episodes(args.out)
+    )
+    for cell in failed:
+        print(f"ac-train collect: {cell.line()}", file=sys.stderr)
+    return INFRA_EXIT_CODE if failed else 0
 
 
 def add_segments(subparsers: Subparsers) -> None:

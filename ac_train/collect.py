@@ -9,11 +9,13 @@ calls carry ``produced_by``, the rejected candidate and the correction type).
 ``trajectories/``, ``episodes.jsonl`` (one ``CollectedEpisode`` per finished episode, appended
 as it finishes: a rerun skips those), and at the end ``summary.json`` (filter counts, the
 correction-type mix) and ``dataset/`` (the kept trajectories cut into segments:
-``segments.jsonl`` and a Hugging Face dataset, ``datasets.load_from_disk``).
+``segments.jsonl`` and a Hugging Face dataset, ``datasets.load_from_disk``). Nothing is
+written before the whole configuration checks out (``validate_collect``).
 
 Filters (a trajectory is kept only when it hits none; each is counted):
 
-- ``infra_error``: the sandbox or grading failed;
+- ``infra_error``: the sandbox, grading or the model server failed (such an episode is run
+  again once; ``error`` says why);
 - ``malformed``: more than ``max_malformed_fraction`` of the executed outputs are format errors;
 - ``summary_loop``: two compactions with no command executed between them;
 - ``off_task``: after a compaction, none of the next ``off_task_window`` commands touches a file
@@ -25,6 +27,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
+from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, Literal
@@ -36,6 +39,8 @@ from tqdm import tqdm
 import ac_env  # noqa: F401  (registers the env id)
 from ac_env.agents.rollout import rollout
 from ac_env.bench.config import claim_directory
+from ac_env.bench.runner import ATTEMPTS
+from ac_env.bench.validate import check_env_kwargs, check_sandbox, check_worker, checked
 from ac_env.bench.workers import policy_factory
 from ac_env.policy import Policy, PolicyOutput
 from ac_env.prompts import COMPACTION_REQUEST
@@ -122,6 +127,7 @@ class CollectedEpisode(BaseModel):
     verdicts: list[VerdictRecord]
     filters: list[str]
     trajectory: str
+    error: str | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -252,6 +258,21 @@ def select_tasks(config: CollectConfig) -> list[Task]:
     return tasks[: config.limit]
 
 
+def validate_collect(
+    config: CollectConfig, env_kwargs: dict[str, Any], policy_given: bool, judge_given: bool
+) -> list[Task]:
+    """The tasks of the run, once the env keywords, sandbox, worker and LLM judge (those not
+    given as objects) check out; raises ``ConfigurationError`` (one line) otherwise."""
+    tasks = checked("tasks", lambda: select_tasks(config))
+    check_env_kwargs(env_kwargs)
+    check_sandbox(config.sandbox)
+    if not policy_given:
+        check_worker("worker", config.worker)
+    if not judge_given and config.judge.startswith("llm:"):
+        check_worker("judge", config.judge.removeprefix("llm:"))
+    return tasks
+
+
 def read_episodes(out: Path) -> list[CollectedEpisode]:
     path = out / EPISODES_FILE
     if not path.exists():
@@ -281,7 +302,19 @@ def collect(
     and the dataset. ``policy`` / ``judge`` override the ones ``config`` names (for callers
     that hold a model already)."""
     out = Path(out_dir)
-    tasks = select_tasks(config)
+    strategy = get_strategy(config.strategy)
+    env_kwargs = {**strategy.env_kwargs(config.fallback_threshold), **config.env_options}
+    tasks = validate_collect(
+        config,
+        {
+            "task_source": config.task_source,
+            "split": config.split,
+            "sandbox": config.sandbox,
+            **env_kwargs,
+        },
+        policy is not None,
+        judge is not None,
+    )
     claim_directory(config, out)
     (out / "trajectories").mkdir(exist_ok=True)
     done = {e.key: e for e in read_episodes(out)}
@@ -291,10 +324,8 @@ def collect(
         for k in range(config.rollouts_per_task)
         if (task.instance_id, k) not in done
     ]
-    strategy = get_strategy(config.strategy)
-    env_kwargs = {**strategy.env_kwargs(config.fallback_threshold), **config.env_options}
-    make_policy = (
-        None
+    policy_for: Callable[[int], Policy] = (
+        (lambda seed: policy)
         if policy is not None
         else policy_factory(config.worker, strategy, config.temperature, config.max_new_tokens)
     )
@@ -315,10 +346,7 @@ def collect(
         with bar:
             for task, k in todo:
                 seed = config.seed + 1000 * k + tasks.index(task)
-                episode_policy = policy if policy is not None else make_policy(seed)  # type: ignore[misc]
-                episode = _run_episode(
-                    env, episode_policy, active_judge, task, k, seed, config, out
-                )
+                episode = _run_episode(env, policy_for, active_judge, task, k, seed, config, out)
                 with (out / EPISODES_FILE).open("a", encoding="utf-8") as f:
                     f.write(episode.model_dump_json() + "\n")
                 done[episode.key] = episode
@@ -340,6 +368,26 @@ def collect(
 
 
 def _run_episode(
+    env: gym.Env[Any, Any],
+    policy_for: Callable[[int], Policy],
+    judge: Judge | None,
+    task: Task,
+    k: int,
+    seed: int,
+    config: CollectConfig,
+    out: Path,
+) -> CollectedEpisode:
+    """One episode with a policy made for it, run again (``ATTEMPTS`` in all) while it ends
+    in an infrastructure error; the last run's record stands."""
+    for attempt in range(1, ATTEMPTS + 1):
+        episode = _run_once(env, policy_for(seed), judge, task, k, seed, config, out)
+        if episode.status == "ok":
+            break
+        logger.warning("%s r%d attempt %d: %s", task.instance_id, k, attempt, episode.error)
+    return episode
+
+
+def _run_once(
     env: gym.Env[Any, Any],
     policy: Policy,
     judge: Judge | None,
@@ -376,6 +424,7 @@ def _run_episode(
         verdicts=log.verdicts,
         filters=filter_reasons(trajectory, config),
         trajectory=name,
+        error=None if end is None else end.infra_error,
     )
 
 

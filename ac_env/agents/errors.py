@@ -18,3 +18,12 @@ class PolicyError(RuntimeError):
 
 class ContextLengthError(PolicyError):
     """The prompt does not fit in the model's context window."""
+
+
+class ModelServerError(PolicyError):
+    """The model server could not answer: it refused the connection, timed out, answered 5xx,
+    408 or 429 after the retries, rejected the credentials (401, 403), does not serve the
+    model (404), or sent a reply that is no chat completion. An infrastructure failure of the
+    episode (reward nan, retried), never the policy's. A 400, 413 or 422 (the request's own
+    fault, such as a prompt past the context window) is a plain ``PolicyError``: the
+    episode ends as the policy's outcome and is graded."""

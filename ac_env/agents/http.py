@@ -20,10 +20,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from ac_env.agents.errors import PolicyError
+from ac_env.agents.errors import ModelServerError, PolicyError
 from ac_env.policy import PolicyOutput
 
 RETRIED_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+REQUEST_FAULT_STATUSES = frozenset({400, 413, 422})
+"""Statuses that blame the request (its prompt), not the server: the policy's outcome."""
 MAX_BODY_CHARS_IN_ERRORS = 2000
 MAX_RETRY_AFTER_S = 60.0
 
@@ -74,7 +76,9 @@ class OpenAIChatPolicy:
 
     Connection errors, timeouts, 408, 429 and 5xx are retried ``max_retries`` times with
     exponential backoff (``backoff_s``, doubled each time; a server's ``Retry-After`` wins);
-    other failures raise ``PolicyError`` at once. ``logprobs=True`` asks for the sampled
+    other failures raise at once. What is left unanswered after that raises
+    ``ModelServerError`` (infrastructure), except a 400, 413 or 422, which blames the request
+    and raises ``PolicyError`` (the policy's outcome). ``logprobs=True`` asks for the sampled
     tokens' log-probs (``output_logprobs``); ``return_token_ids=True`` asks for prompt and
     output token ids (vLLM's ``return_token_ids``, also served by ``ac_train.serve``).
     The usage of the latest call is kept in ``last_usage``.
@@ -159,11 +163,12 @@ class OpenAIChatPolicy:
                 delay = min(reply.retry_after_s, MAX_RETRY_AFTER_S)
             time.sleep(delay)
         if reply.status is None:
-            raise PolicyError(
+            raise ModelServerError(
                 f"POST {self.url} failed after {attempt + 1} attempt(s): {reply.body}"
             )
         body_text = reply.body[:MAX_BODY_CHARS_IN_ERRORS]
-        raise PolicyError(
+        fault = PolicyError if reply.status in REQUEST_FAULT_STATUSES else ModelServerError
+        raise fault(
             f"POST {self.url} failed with HTTP {reply.status} after {attempt + 1} attempt(s): "
             f"{body_text}",
             status=reply.status,
@@ -192,11 +197,55 @@ class OpenAIChatPolicy:
         try:
             return _Completion.model_validate_json(body)
         except ValidationError as error:
-            raise PolicyError(
+            raise ModelServerError(
                 f"POST {self.url}: malformed chat completion ({error.error_count()} problem(s), "
                 f"first: {error.errors()[0]['loc']} {error.errors()[0]['msg']}): "
                 f"{body[:MAX_BODY_CHARS_IN_ERRORS]}"
             ) from None
+
+
+def probe_server(
+    base_url: str, model: str, api_key_env: str | None = "OPENAI_API_KEY", timeout_s: float = 10.0
+) -> None:
+    """Check with one request that ``base_url`` serves ``model``: ``GET {base_url}/models``
+    lists it or, where that route is missing or answers something else, a 1-token chat
+    completion succeeds. Raises ``ModelServerError`` saying what failed."""
+    url = base_url.rstrip("/") + "/models"
+    key = os.environ.get(api_key_env) if api_key_env else None
+    headers = {"Accept": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+    request = urllib.request.Request(url, headers=headers, method="GET")
+    try:
+        with _OPENER.open(request, timeout=timeout_s) as response:
+            served = _served_models(response.read())
+    except urllib.error.HTTPError as error:
+        if error.code in (401, 403):
+            body = _redact(error.read(), key)[:MAX_BODY_CHARS_IN_ERRORS]
+            raise ModelServerError(f"GET {url}: HTTP {error.code}: {body}") from None
+        served = None
+    except (OSError, http.client.HTTPException) as error:
+        reason = getattr(error, "reason", error)
+        what = "no response" if isinstance(reason, TimeoutError) else f"{reason}"
+        raise ModelServerError(f"GET {url}: {_redact(what.encode(), key)}") from None
+    if served is not None:
+        if model not in served:
+            raise ModelServerError(f"GET {url}: model {model!r} is not served; served: {served}")
+        return
+    policy = OpenAIChatPolicy(
+        base_url, model, api_key_env, max_tokens=1, timeout_s=timeout_s, max_retries=0
+    )
+    try:
+        policy.act([{"role": "user", "content": "ping"}])
+    except PolicyError as error:
+        raise ModelServerError(f"a 1-token chat completion failed: {error}") from None
+
+
+def _served_models(body: bytes) -> list[str] | None:
+    """The model ids of a ``/models`` listing, or None when the body is no such listing."""
+    try:
+        listing = json.loads(body)
+        return [str(entry["id"]) for entry in listing["data"]]
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 class _RefuseRedirects(urllib.request.HTTPRedirectHandler):

@@ -2,7 +2,9 @@
 
 A policy that raises (a ``PolicyError`` from an HTTP backend, a bug) does not crash the run:
 the episode ends through ``env.unwrapped.abort("policy_error")``, which grades the workspace
-and records the end like any other exit reason.
+and records the end like any other exit reason. A ``ModelServerError`` (the server was
+unreachable or failing: no fault of the policy) ends it as an infrastructure failure instead:
+nothing is graded, the reward is nan and ``infra_error`` names the server's failure.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, NamedTuple
 import gymnasium as gym
 from tqdm import tqdm
 
+from ac_env.agents.errors import ModelServerError
 from ac_env.policy import Policy, PolicyOutput
 from ac_env.snapshot import EpisodeSnapshot
 from ac_env.trajectory import Trajectory
@@ -82,6 +85,10 @@ def play(
             action = policy.act(observation)
             if review is not None:
                 action = review(env, observation, action)
+        except ModelServerError as error:  # the server's failure, not the policy's
+            logger.warning("model server failed at step %d: %s", steps, error)
+            env.unwrapped.abort("policy_error", infra_error=f"model server: {error}")  # type: ignore[attr-defined]
+            break
         except Exception as error:  # any policy failure ends the episode, never the run
             logger.warning("policy error at step %d: %s: %s", steps, type(error).__name__, error)
             env.unwrapped.abort("policy_error")  # type: ignore[attr-defined]

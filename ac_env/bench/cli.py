@@ -3,7 +3,9 @@
     ac-bench --out results/bench --split easy --limit 10 \
         --strategies none fixed learned masking summary_ignored --worker reference
 
-Rerunning with the same ``--out`` resumes; another configuration there is refused.
+Rerunning with the same ``--out`` resumes; another configuration there is refused. Exit
+codes: 0 done; 2 a configuration that cannot work (one line on stderr; nothing written); 3 a
+cell (strategy x budget) whose episodes all failed for infrastructure reasons (one line each).
 ``--fork`` runs the counterfactual fork instead (``ac_env.bench.fork``): every compaction of
 every episode continued with and without it, at the highest budget, into ``<out>/fork/``.
 """
@@ -12,14 +14,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from pydantic import ValidationError
 
 from ac_env.bench.config import BenchConfig, ConfigMismatchError
-from ac_env.bench.fork import run_fork
+from ac_env.bench.failures import INFRA_EXIT_CODE, FailedCell, bench_failures, fork_failures
+from ac_env.bench.fork import EPISODES_FILE, FORK_DIR, ForkEpisode, run_fork
 from ac_env.bench.fork_report import write_fork_report
 from ac_env.bench.report import write_report
-from ac_env.bench.runner import run_benchmark
+from ac_env.bench.runner import read_jsonl, run_benchmark
 from ac_env.config_flags import add_config_flags, config_kwargs
 
 # Flags whose names differ from the BenchConfig field they set.
@@ -67,12 +71,19 @@ def main(argv: list[str] | None = None) -> int:
         print(fork_report.text)
         print(f"\nreport: {fork_report.markdown}\nsummary: {fork_report.summary}")
         print(f"plot: {fork_report.plot}")
-        return 0
+        episodes = read_jsonl(Path(args.out) / FORK_DIR / EPISODES_FILE, ForkEpisode)
+        return _exit_code(fork_failures(episodes))
     report = write_report(config, records, args.out)
     print(report.text)
     print(f"\nreport: {report.markdown}")
     print("plots: " + ", ".join(str(p) for p in report.plots))
-    return 0
+    return _exit_code(bench_failures(records, config.budgets))
+
+
+def _exit_code(failed: list[FailedCell]) -> int:
+    for cell in failed:
+        print(f"ac-bench: {cell.line()}", file=sys.stderr)
+    return INFRA_EXIT_CODE if failed else 0
 
 
 if __name__ == "__main__":

@@ -51,14 +51,8 @@ from tqdm import tqdm
 from ac_env.actions import Compact, make_parser
 from ac_env.agents.rollout import play, rollout
 from ac_env.bench.config import BenchConfig, claim_directory
-from ac_env.bench.runner import (
-    ATTEMPTS,
-    Job,
-    append_jsonl,
-    episode_env_kwargs,
-    read_jsonl,
-    select_tasks,
-)
+from ac_env.bench.runner import ATTEMPTS, Job, append_jsonl, episode_env_kwargs, read_jsonl
+from ac_env.bench.validate import validate_bench
 from ac_env.bench.workers import policy_factory
 from ac_env.cost import CallCost
 from ac_env.env import AutoCompactSWEEnv
@@ -206,7 +200,7 @@ def run_fork(
     """Fork every compaction of every episode of ``config`` not yet done in ``out_dir``;
     return all fork records (earlier runs' included) in job order, then by step."""
     out = Path(out_dir)
-    tasks = select_tasks(config)  # bad names fail before the directory is claimed
+    tasks = validate_bench(config)  # nothing is written before all of it checks out
     claim_directory(config, out)
     fork_dir = out / FORK_DIR
     (fork_dir / "trajectories").mkdir(parents=True, exist_ok=True)
@@ -264,19 +258,26 @@ def fork_episode(
     written: Callable[[ForkRecord], None],
 ) -> ForkEpisode:
     """The original run of ``job`` and the forks of its compactions not in ``done_steps``
-    (each passed to ``written`` as it finishes); retried once after a crash."""
+    (each passed to ``written`` as it finishes); retried once after a crash or an
+    infrastructure error of the original run (then the last attempt's record stands)."""
     strategy = get_strategy(job.strategy)
     makers = (
         policy_factory(config.worker, strategy),
         policy_factory(config.worker, _skipping(strategy)),
     )
-    error = None
+    error, last = None, None
     for attempt in range(1, ATTEMPTS + 1):
         try:
-            return _fork_attempt(config, job, fork_dir, done_steps, written, makers)
+            last = _fork_attempt(config, job, fork_dir, done_steps, written, makers)
         except Exception as err:  # env or sandbox failure: infrastructure, not the policy
             logger.warning("%s: fork attempt %d failed: %s", job.key, attempt, err)
             error = f"{type(err).__name__}: {err}"
+            continue
+        if last.status == "ok":
+            return last
+        logger.warning("%s: fork attempt %d: %s", job.key, attempt, last.error)
+    if last is not None:
+        return last
     return ForkEpisode(
         strategy=job.strategy,
         instance_id=job.task.instance_id,

@@ -217,7 +217,8 @@ def _plot_regret(config: BenchConfig, groups: dict[str, list[ForkRecord]], path:
     axes[0].set_ylim(-1.4, 1.4)
     axes[0].set_yticks([-1, 0, 1])
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8)
+    if labels:  # none when nothing was forked (every run failed, or none compacted)
+        fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8)
     fig.suptitle(
         f"Counterfactual fork per compaction ({config.worker}, budget ${config.run_budget:g}):"
         " continue with vs without it"

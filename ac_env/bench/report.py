@@ -8,7 +8,7 @@ context tokens over steps for a few episodes with compaction events marked.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +18,7 @@ import numpy as np
 
 from ac_env.bench.budgets import BudgetOutcome
 from ac_env.bench.config import BenchConfig
+from ac_env.bench.failures import short_reason
 from ac_env.bench.metrics import EpisodeMetrics, Estimate, bootstrap_mean
 from ac_env.bench.runner import EpisodeRecord
 from ac_env.trajectory import Trajectory
@@ -149,6 +150,21 @@ def audit_table(records: Sequence[EpisodeRecord]) -> str:
     return "\n".join(rows)
 
 
+def infra_section(records: Sequence[EpisodeRecord]) -> list[str]:
+    """Episodes that failed for infrastructure reasons (left out of every rate above), per
+    strategy with their reasons; nothing when there are none."""
+    failed = [r for r in records if r.status == "infra_error"]
+    if not failed:
+        return []
+    rows = ["| strategy | infra errors | episodes | reasons |", "|---|---|---|---|"]
+    for strategy, group in _by_strategy(records).items():
+        reasons = Counter(short_reason(r.error or "?") for r in group if r.status != "ok")
+        if reasons:
+            why = "; ".join(f"{n}x `{reason}`" for reason, n in reasons.most_common(3))
+            rows.append(f"| {strategy} | {sum(reasons.values())} | {len(group)} | {why} |")
+    return ["## Infrastructure failures (not counted as failures above)", "\n".join(rows)]
+
+
 def _share(count: int, total: int) -> str:
     return f"{count / total:.0%} ({count}/{total})" if total else "-"
 
@@ -184,6 +200,7 @@ def write_report(
             "Audit rates are over the summaries the policy wrote (applied or skipped); "
             "re-reads, re-searches and 'follows' are over the first 5 steps after each applied "
             "summary (see ac_env/bench/audit.py and continuation.py for the rules).",
+            *infra_section(records),
         ]
     )
     markdown = out / "report.md"

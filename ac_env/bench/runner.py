@@ -5,8 +5,10 @@
 every budget, summary audits, continuation figures) and ``trajectories/``. A
 rerun skips every episode already in ``episodes.jsonl`` (a torn last line from an interrupted
 write is dropped). An episode that fails for infrastructure reasons (an exception from the
-env or sandbox, or grading that could not run) is retried once; if it fails again it is
-recorded as ``infra_error`` and left out of every success rate, never counted as a failure.
+env or sandbox, a model server that did not answer, or grading that could not run) is retried
+once; if it fails again it is recorded as ``infra_error`` and left out of every success rate,
+never counted as a failure. The whole configuration is checked first (``validate``): a run
+that cannot work writes nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ac_env.bench.budgets import BudgetCrossings, BudgetOutcome, budget_outcomes
 from ac_env.bench.config import BenchConfig, claim_directory
 from ac_env.bench.continuation import Continuation, continuations
 from ac_env.bench.metrics import EpisodeMetrics, episode_metrics
+from ac_env.bench.validate import validate_bench
 from ac_env.bench.workers import policy_factory
 from ac_env.cost import make_pricing
 from ac_env.policy import Policy
@@ -113,7 +116,7 @@ def run_benchmark(
     """Run every episode of ``config`` not yet in ``out_dir``; return all records (those of
     earlier runs included) in job order."""
     out = Path(out_dir)
-    tasks = select_tasks(config)  # bad names fail before the directory is claimed
+    tasks = validate_bench(config)  # nothing is written before all of it checks out
     claim_directory(config, out)
     jobs = [
         Job(strategy, task, seed)
@@ -142,10 +145,11 @@ def run_benchmark(
 
 
 def run_episode(config: BenchConfig, job: Job, out: Path) -> EpisodeRecord:
-    """One episode, retried once after an infrastructure failure. A policy that cannot be
-    made (a bad worker) raises: that is the run's configuration, not the infrastructure."""
+    """One episode, retried once after an infrastructure failure (the last recorded attempt,
+    with its trajectory, stands). A policy that cannot be made (a bad worker) raises: that is
+    the run's configuration, not the infrastructure."""
     make_policy = policy_factory(config.worker, get_strategy(job.strategy))
-    error = None
+    error, last = None, None
     for attempt in range(1, ATTEMPTS + 1):
         policy = make_policy(job.seed)
         try:
@@ -156,7 +160,10 @@ def run_episode(config: BenchConfig, job: Job, out: Path) -> EpisodeRecord:
             continue
         if record.status == "ok":
             return record
-        error = record.error
+        logger.warning("%s: attempt %d: %s", job.key, attempt, record.error)
+        last = record
+    if last is not None:
+        return last.model_copy(update={"attempts": ATTEMPTS})
     return EpisodeRecord(
         strategy=job.strategy,
         instance_id=job.task.instance_id,

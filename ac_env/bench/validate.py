@@ -1,0 +1,86 @@
+"""A run's whole configuration, checked before its first episode and before anything is
+written: the tasks (file, split, ids), the env keywords of every strategy, the pricing preset,
+the sandbox (bubblewrap installed, a Docker daemon answering) and the worker (an HTTP model
+server answering one probe request). A failure is one ``ConfigurationError`` line naming what
+to fix; the output directory is not even created, so fixing a typo and rerunning just works.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ac_env.agents.errors import ModelServerError
+from ac_env.agents.http import probe_server
+from ac_env.bench.config import BenchConfig
+from ac_env.config import parse_config
+from ac_env.cost import make_pricing
+from ac_env.sandbox import make_sandbox_factory
+from ac_env.sandbox.base import SandboxError
+from ac_env.tasks import Task
+
+T = TypeVar("T")
+
+
+class ConfigurationError(ValueError):
+    """A run's configuration cannot work; the message is one line naming the setting."""
+
+    def __init__(self, setting: str, problem: object) -> None:
+        super().__init__(" ".join(f"{setting}: {problem}".split()))
+
+
+def validate_bench(config: BenchConfig) -> list[Task]:
+    """The tasks of an ``ac-bench`` run (or its fork), once everything it needs checks out."""
+    from ac_env.bench.runner import Job, episode_env_kwargs, select_tasks  # runner imports us
+
+    tasks = checked("tasks", lambda: select_tasks(config))
+    for strategy in config.strategies:
+        check_env_kwargs(episode_env_kwargs(config, Job(strategy, tasks[0], config.seeds[0])))
+    check_sandbox(config.sandbox)
+    check_worker("worker", config.worker)
+    return tasks
+
+
+def check_env_kwargs(kwargs: dict[str, Any]) -> None:
+    """The env keywords parse, and the pricing they name exists."""
+    checked("env", lambda: parse_config(kwargs))
+    pricing = kwargs.get("pricing")
+    if isinstance(pricing, str):
+        checked("pricing", lambda: make_pricing(pricing))
+
+
+def check_sandbox(spec: str) -> None:
+    """The sandbox can run here (bubblewrap installed, a Docker daemon answering)."""
+    checked("sandbox", lambda: make_sandbox_factory(spec))
+
+
+def check_worker(setting: str, worker: str) -> None:
+    """``reference``; ``hf:...`` with the training extra installed; ``openai:<model>@<url>``
+    with a server there that answers one probe request and serves the model."""
+    if worker.startswith("hf:"):
+        if importlib.util.find_spec("torch") is None:
+            raise ConfigurationError(setting, f"{worker} needs torch (the 'train' extra)")
+        return
+    if worker.startswith("openai:"):
+        model, _, url = worker.removeprefix("openai:").partition("@")
+        if not model or not url.startswith(("http://", "https://")):
+            raise ConfigurationError(setting, f"{worker!r} is not openai:<model>@<http(s) url>")
+        try:
+            probe_server(url, model)
+        except ModelServerError as error:
+            problem = f"the model server does not answer: {error}"
+            raise ConfigurationError(setting, problem) from None
+        return
+    if worker != "reference":
+        raise ConfigurationError(setting, f"unknown worker {worker!r}")
+
+
+def checked(setting: str, check: Callable[[], T]) -> T:
+    """``check()``, its ValueError or SandboxError turned into a ``ConfigurationError``."""
+    try:
+        return check()
+    except ConfigurationError:
+        raise
+    except (ValueError, SandboxError) as error:
+        raise ConfigurationError(setting, error) from None
