@@ -10,7 +10,8 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 from sandbox_task import make_task
-from test_sandbox_adversarial import BACKENDS
+from test_sandbox_adversarial import BACKENDS, docker_skip_reason
+from test_sandbox_docker import history_image  # noqa: F401  (a fixture)
 
 import ac_env  # noqa: F401  (registers the env id)
 from ac_env.sandbox import quota
@@ -80,6 +81,18 @@ def test_the_quota_holds_the_host(box: Sandbox, backend: str):
     """The workspace and /tmp are file systems of the quota's size, not the host's disk."""
     sizes = box.exec("df -k --output=size . /tmp | tail -n 2", 10, 1000).output.split()
     assert [int(s) for s in sizes] == [QUOTA_MB * 1024] * 2
+
+
+@pytest.mark.skipif(docker_skip_reason() is not None, reason=str(docker_skip_reason()))
+def test_an_image_tasks_repo_is_copied_into_the_quota_volume(history_image: str, task: Task):  # noqa: F811
+    from ac_env.sandbox.docker import DockerSandbox
+
+    image_task = task.model_copy(update={"image_name": history_image, "snapshot_dir": None})
+    with DockerSandbox(disk_quota_mb=QUOTA_MB) as box:
+        box.start(image_task)
+        result = box.exec("cat ops.py; git log --oneline | wc -l; df -k --output=size .", 10, 1000)
+        code, commits, _header, size = result.output.rsplit("\n", 4)[:4]
+        assert "return a - b" in code and commits == "1" and int(size) == QUOTA_MB * 1024
 
 
 @pytest.mark.slow

@@ -323,7 +323,6 @@ class DockerSandbox:
             hint = _IMAGE_HINT if image == self.base_image else "load or build it first"
             raise SandboxError(f"docker image {image!r} is not present; {hint}") from error
         mb, quota = 1024 * 1024, self._disk_quota_mb
-        image_repo = _image_directory(client, image, workdir) if task.image_name and quota else None
         container = _docker_call(
             f"creating a container from {image}",
             client.containers.run,
@@ -358,9 +357,8 @@ class DockerSandbox:
                 assert task.snapshot_dir is not None
                 snapshot = directory_tar(task.snapshot_dir)
                 _docker_call("copying the snapshot", container.put_archive, workdir, snapshot)
-            elif image_repo is not None:  # the quota's volume hides the image's repo: copy it
-                parent = posixpath.dirname(workdir)
-                _docker_call("copying the image's repo", container.put_archive, parent, image_repo)
+            elif quota:  # the quota's volume hides the image's repo: copy it in
+                _copy_image_directory(client, image, workdir, container)
             return self._prepare(container, key, workdir, finalizer)
         except BaseException:
             finalizer.detach()
@@ -476,17 +474,18 @@ def _quota_volume(target: str, size_mb: int) -> Any:
     return docker.types.Mount(target, None, type="volume", driver_config=driver)
 
 
-def _image_directory(client: Any, image: str, directory: str) -> bytes:
-    """``directory`` of ``image`` as a tar archive (its top entry named after it), read from a
-    container that is created and never started."""
-    container = _docker_call(
+def _copy_image_directory(client: Any, image: str, directory: str, target: Any) -> None:
+    """Copy ``directory`` of ``image`` to the same path in the container ``target``, streamed
+    as a tar archive from a container of the image that is created and never started."""
+    source = _docker_call(
         f"creating a container from {image}", client.containers.create, image, ["true"]
     )
     try:
-        stream, _stat = _docker_call(f"reading {directory}", container.get_archive, directory)
-        return b"".join(stream)
+        stream, _stat = _docker_call(f"reading {directory}", source.get_archive, directory)
+        parent = posixpath.dirname(directory)
+        _docker_call("copying the image's repo", target.put_archive, parent, stream)
     finally:
-        remove_container(container)
+        remove_container(source)
 
 
 def _least_free_bytes(report: bytes) -> int:
