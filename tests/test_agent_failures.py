@@ -19,6 +19,7 @@ SABOTAGE = {
     "unreadable workdir": "chmod 000 .",
     "unreadable file": "mkdir -p secret && echo x > secret/f && chmod 000 secret",
     "diff over the size limit": "head -c 70M /dev/urandom > blob.bin",
+    "every process killed": "kill -KILL -1; kill -KILL 1",
 }
 
 
