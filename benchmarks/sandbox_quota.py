@@ -1,9 +1,10 @@
-"""The disk quota on both backends: what a write past it prints, and what it costs at start.
+"""The disk quota on both backends: what a write past it prints, and what it costs.
 
 For each backend (bubblewrap, and Docker when a daemon answers) it starts and closes sandboxes
 on a small task with the quota (``disk_quota_mb``) and without it (None), interleaved, and
-prints the median and minimum start+close time of each; then, with a quota of 16 MB, it runs
-``dd`` past the quota in the workspace and in /tmp and prints the observation.
+prints the median and minimum start+close time of each, and of a ``true`` command's round
+trip (the quota adds a free-space check after each command); then, with a quota of 16 MB, it
+runs ``dd`` past the quota in the workspace and in /tmp and prints the observation.
 
     .venv/bin/python benchmarks/sandbox_quota.py [--runs 20]
 """
@@ -52,20 +53,40 @@ def start_close_s(make: Callable[[int | None], Sandbox], quota: int | None, task
     return time.perf_counter() - started
 
 
+def round_trip_s(make: Callable[[int | None], Sandbox], quota: int | None, task: Task) -> float:
+    box = make(quota)
+    box.start(task)
+    try:
+        box.exec("true", 10, 100)
+        started = time.perf_counter()
+        box.exec("true", 10, 100)
+        return time.perf_counter() - started
+    finally:
+        box.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
     task = make_task(Path(tempfile.mkdtemp(prefix="quota-bench-")), hidden_test=True)
-    print("| backend | quota | start+close median (ms) | min (ms) |\n|---|---|---|---|")
+    print("| backend | quota | start+close median (ms) | min | `true` median (ms) | min |")
+    print("|---|---|---|---|---|---|")
     for name, make in backends().items():
-        times: dict[str, list[float]] = {"1024 MB": [], "none": []}
+        quotas = {"1024 MB": 1024, "none": None}
+        starts: dict[str, list[float]] = {label: [] for label in quotas}
+        trips: dict[str, list[float]] = {label: [] for label in quotas}
         for _ in range(args.runs):
-            times["1024 MB"].append(start_close_s(make, 1024, task))
-            times["none"].append(start_close_s(make, None, task))
-        for label, values in times.items():
-            median, least = 1000 * statistics.median(values), 1000 * min(values)
-            print(f"| {name} | {label} | {median:.1f} | {least:.1f} |")
+            for label, quota in quotas.items():
+                starts[label].append(start_close_s(make, quota, task))
+                trips[label].append(round_trip_s(make, quota, task))
+        for label in quotas:
+            cells = [
+                f"{1000 * f(values):.1f}"
+                for values in (starts[label], trips[label])
+                for f in (statistics.median, min)
+            ]
+            print(f"| {name} | {label} | " + " | ".join(cells) + " |")
     for name, make in backends().items():
         box = make(DD_QUOTA_MB)
         box.start(task)
