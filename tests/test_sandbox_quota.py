@@ -3,7 +3,9 @@ observation says so, the next command works, the host keeps its space, and gradi
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from test_sandbox_adversarial import BACKENDS, docker_skip_reason
 from test_sandbox_docker import history_image  # noqa: F401  (a fixture)
 
 import ac_env  # noqa: F401  (registers the env id)
+from ac_env.sandbox import local as local_module
 from ac_env.sandbox import quota
 from ac_env.sandbox.base import Sandbox
 from ac_env.sandbox.local import LocalSandbox
@@ -158,6 +161,28 @@ def test_the_quota_tmpfs_is_gone_after_close(task: Task):
     box.close()
     assert not sandbox_dir.exists()
     assert str(sandbox_dir) not in Path("/proc/self/mounts").read_text()
+
+
+def test_a_dead_runs_quota_mounts_are_removed(task: Task, tmp_path: Path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    leftover = tmp_path / f"autocompact-sandbox-{dead.pid}-x"
+    (leftover / "work").mkdir(parents=True)
+    quota.mount_tmpfs(leftover / "work", QUOTA_MB)
+    (leftover / "work" / "data").write_bytes(b"x" * 1000)
+    alive = tmp_path / f"autocompact-sandbox-{os.getpid()}-y"
+    (alive / "work").mkdir(parents=True)
+    quota.mount_tmpfs(alive / "work", QUOTA_MB)
+    try:
+        assert quota.leftover_mounts() == [leftover / "work"]
+        local_module._remove_leftover_mounts.cache_clear()
+        with LocalSandbox(isolation="none", disk_quota_mb=QUOTA_MB) as box:
+            box.start(task)
+        assert not leftover.exists() and quota.leftover_mounts() == []
+    finally:
+        for mountpoint in (leftover / "work", alive / "work"):
+            if str(mountpoint) in Path("/proc/self/mounts").read_text():
+                quota.unmount(mountpoint)
 
 
 def test_the_free_space_check():

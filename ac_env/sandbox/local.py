@@ -13,7 +13,9 @@ Layout of one started sandbox (a fresh temporary directory, removed by ``close``
 
 Mounting the quota's tmpfs needs root (as the project's machines run); any other user gets a
 ``RuntimeWarning`` saying the quota is not enforced, and ``quota_enforced`` is False: only
-``max_file_size_mb`` bounds what a command writes then.
+``max_file_size_mb`` bounds what a command writes then. A sandbox directory is named after
+its process (``autocompact-sandbox-<pid>-*``): the first quota'd ``start`` of a process
+unmounts and removes what processes that died without closing theirs left mounted.
 
 Each ``exec`` starts a new bubblewrap sandbox (a few milliseconds; see
 ``benchmarks/sandbox_roundtrip.py``) whose PID namespace dies with the command: nothing a
@@ -51,9 +53,11 @@ from ac_env.sandbox.process import RunAs, run_bounded
 from ac_env.sandbox.quota import (
     DEFAULT_DISK_QUOTA_MB,
     free_bytes,
+    leftover_mounts,
     mount_tmpfs,
     quota_note,
     reached,
+    sandbox_prefix,
     unmount,
 )
 from ac_env.sandbox.workspace_archive import PARTS, extract_parts, pack_directories
@@ -152,7 +156,9 @@ class LocalSandbox:
         snapshot = _check_snapshot(task)
         base_commit = _single_commit(snapshot)
         workdir = self._workdir_for(task) if self.isolation == "bwrap" else None
-        private = Path(tempfile.mkdtemp(prefix="autocompact-sandbox-", dir=self._root_dir))
+        if self._disk_quota_mb is not None:
+            _remove_leftover_mounts()
+        private = Path(tempfile.mkdtemp(prefix=sandbox_prefix(), dir=self._root_dir))
         root, repo = private / "work", private / "work" / "repo"
         root.mkdir()
         quota_mb = self._mount_quota(root)
@@ -621,6 +627,16 @@ def _chown_tree(root: Path, owner: RunAs) -> None:
     for directory, dirs, files in os.walk(root):
         for name in (*dirs, *files):
             os.lchown(os.path.join(directory, name), owner.uid, owner.gid)
+
+
+@functools.cache
+def _remove_leftover_mounts() -> None:
+    """Once per process: unmount and remove the quota file systems of dead processes."""
+    for mountpoint in leftover_mounts():
+        try:
+            _remove_sandbox_dir(mountpoint.parent, mounted=True)
+        except OSError:  # another process's cleanup got there first, or not ours to touch
+            continue
 
 
 def _remove_sandbox_dir(private: Path, mounted: bool) -> None:

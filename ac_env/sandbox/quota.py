@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 from pathlib import Path
 
 DEFAULT_DISK_QUOTA_MB = 1024
@@ -49,6 +50,40 @@ def mount_tmpfs(path: Path, size_mb: int) -> None:
     if _libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", flags, options) != 0:
         error = ctypes.get_errno()
         raise OSError(error, f"mounting a tmpfs on {path}: {os.strerror(error)}")
+
+
+def leftover_mounts(mounts: str = "/proc/self/mounts") -> list[Path]:
+    """The quota file systems (``.../autocompact-sandbox-<pid>-*/work``) still mounted for a
+    process that is gone: a run killed before it closed its sandboxes. A tmpfs holds memory
+    until it is unmounted."""
+    leftovers = []
+    for line in Path(mounts).read_text().splitlines():
+        fields = line.split()
+        if len(fields) < 3 or fields[2] != "tmpfs":
+            continue
+        match = _SANDBOX_MOUNT.search(fields[1])
+        if match and not _alive(int(match.group(1))):
+            leftovers.append(Path(fields[1]))
+    return leftovers
+
+
+def sandbox_prefix() -> str:
+    """The name prefix of this process's sandbox directories (``leftover_mounts`` reads the
+    pid from it)."""
+    return f"autocompact-sandbox-{os.getpid()}-"
+
+
+_SANDBOX_MOUNT = re.compile(r"/autocompact-sandbox-(\d+)-[^/]+/work$")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def unmount(path: Path) -> None:
