@@ -2,7 +2,8 @@
 statement counts: module level, inside functions, under ``TYPE_CHECKING``).
 
 ``LAYERS`` lists the layers lowest first. A module may import modules of its own layer and of
-the layers listed before it (lower), never of a layer listed after it (higher). ``docs/architecture.md`` describes the layers.
+the layers listed before it (lower), never of a layer listed after it (higher).
+``docs/architecture.md`` describes the layers.
 """
 
 from __future__ import annotations
