@@ -37,6 +37,7 @@ from pathlib import PurePosixPath
 from types import TracebackType
 from typing import Any
 
+from ac_env.sandbox.archive_check import check_archive
 from ac_env.sandbox.base import ExecResult, SandboxError, WorkspaceError
 from ac_env.sandbox.commands import command_rejection
 from ac_env.sandbox.docker_archive import directory_tar, file_tar, reowned_tar, single_file
@@ -68,14 +69,13 @@ from ac_env.sandbox.docker_session import (
 from ac_env.sandbox.output import OutputCapture
 from ac_env.sandbox.process import KILLED_EXIT_CODE
 from ac_env.sandbox.quota import DEFAULT_DISK_QUOTA_MB, quota_note, reached
-from ac_env.sandbox.workspace_archive import merge_archives
+from ac_env.sandbox.workspace_archive import CappedFile, SnapshotTooLargeError, merge_archives
 from ac_env.tasks.model import Task
 
 BASE_IMAGE = os.environ.get("AUTOCOMPACT_BASE_IMAGE", "autocompact/base:latest")
 NOBODY = 65534
 MAX_DIFF_BYTES = 64 * 1024 * 1024
 MAX_FILE_BYTES = 256 * 1024 * 1024
-MAX_SNAPSHOT_BYTES = 1024 * 1024 * 1024
 _SETUP_TIMEOUT_S = 300.0
 _HELPER_TIMEOUT_S = 30.0
 _ERROR_LIMIT = 16 * 1024
@@ -113,6 +113,8 @@ class DockerSandbox:
             the container's writable layer and ``/tmp`` is bounded by memory only.
         warm: park the container at ``close`` and reset it with git for the next episode of
             the same task.
+        max_snapshot_mb: the largest archive ``snapshot`` returns (sparse files count at
+            their full length).
 
     Raises ``SandboxError`` (at ``start``) when no daemon answers or the image is missing.
     """
@@ -126,12 +128,14 @@ class DockerSandbox:
         cpus: float = 2.0,
         disk_quota_mb: int | None = DEFAULT_DISK_QUOTA_MB,
         warm: bool = False,
+        max_snapshot_mb: int = 1024,
     ) -> None:
         for name, value in (
             ("memory_limit_mb", memory_limit_mb),
             ("max_processes", max_processes),
             ("max_file_size_mb", max_file_size_mb),
             ("cpus", cpus),
+            ("max_snapshot_mb", max_snapshot_mb),
         ):
             if value <= 0:
                 raise ValueError(f"{name} must be > 0, got {value}")
@@ -144,6 +148,7 @@ class DockerSandbox:
         self._max_file_size_mb = max_file_size_mb
         self._cpus = cpus
         self._disk_quota_mb = disk_quota_mb
+        self._max_snapshot_bytes = max_snapshot_mb * 1024 * 1024
         self._state: _Container | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -292,19 +297,31 @@ class DockerSandbox:
     def snapshot(self) -> bytes:
         """The workspace and /tmp as one archive (``workspace_archive``). Commands run as the
         container's root and could also change the image's own files (a system-wide
-        ``pip install``): those are not captured."""
+        ``pip install``): those are not captured. Each part streams to a temporary file;
+        ``SnapshotTooLargeError`` past ``max_snapshot_mb``."""
         state = self._started()
-        limit, timeout = MAX_SNAPSHOT_BYTES, _SETUP_TIMEOUT_S
-        parts = {
-            part: self._helper(state, ARCHIVE, {}, limit, f"archiving {path}", timeout, [path])
-            for part, path in (("repo", state.workdir), ("tmp", "/tmp"))
-        }
-        return merge_archives(parts)
+        parts: dict[str, CappedFile] = {}
+        try:
+            for part, path in (("repo", state.workdir), ("tmp", "/tmp")):
+                parts[part] = CappedFile(self._max_snapshot_bytes, f"the archive of {path}")
+                what = f"archiving {path}"
+                self._helper(
+                    state, ARCHIVE, {}, 0, what, _SETUP_TIMEOUT_S, [path], into=parts[part]
+                )
+            return merge_archives(
+                {part: out.file for part, out in parts.items()}, self._max_snapshot_bytes
+            )
+        finally:
+            for out in parts.values():
+                out.close()
 
     def restore(self, archive: bytes) -> None:
         """Replace the workspace and /tmp by those ``snapshot`` archived (in this sandbox or in
-        another one started on the same task)."""
+        another one started on the same task, of either backend). An archive that fails
+        ``archive_check`` is refused (``UnsafeArchiveError``) before anything changes: the
+        daemon unpacks as the host's root, within the container but outside the workspace."""
         state = self._started()
+        check_archive(archive)
         env = {"STAGE": STAGE}
         self._helper(state, 'rm -rf "$STAGE" && mkdir "$STAGE"', env, 1024, "staging")
         _docker_call("copying the snapshot", state.container.put_archive, STAGE, archive)
@@ -423,16 +440,25 @@ class DockerSandbox:
         timeout_s: float = _HELPER_TIMEOUT_S,
         args: list[str] | None = None,
         error: type[SandboxError] = SandboxError,
+        into: CappedFile | None = None,
     ) -> bytes:
-        """Run one of the sandbox's own scripts; its stdout, or ``error`` with stderr when the
-        script fails, overflows or times out (a daemon that fails the exec: SandboxError)."""
+        """Run one of the sandbox's own scripts; its stdout (written ``into`` a capped file
+        instead, when given), or ``error`` with stderr when the script fails, overflows or
+        times out (a daemon that fails the exec: SandboxError)."""
         stdout, stderr = bytearray(), OutputCapture(_ERROR_LIMIT)
         overflow = False
+        too_large: SnapshotTooLargeError | None = None
 
         def sink(stream: int, data: bytes) -> None:
-            nonlocal overflow
+            nonlocal overflow, too_large
             if stream != STDOUT:
                 stderr.add(data)
+            elif into is not None:
+                if too_large is None:  # past the cap, the rest is read and dropped
+                    try:
+                        into.write(data)
+                    except SnapshotTooLargeError as exceeded:
+                        too_large = exceeded
             elif len(stdout) + len(data) > stdout_limit:
                 overflow = True
             else:
@@ -447,6 +473,8 @@ class DockerSandbox:
             timeout_s=timeout_s,
             sink=sink,
         )
+        if too_large is not None:
+            raise too_large
         if outcome.timed_out or outcome.exit_code != 0 or overflow:
             reason = (
                 "timed out"

@@ -118,9 +118,10 @@ tree of every file it held at start (ignored files included), then its one-commi
 
 RESOLVE = 'cd "$WORKDIR" && realpath -m -- "$1"'
 
-ARCHIVE = 'tar -C "$1" --numeric-owner -cf - .'
+ARCHIVE = 'tar -C "$1" --numeric-owner --hard-dereference -cf - .'
 """A directory's contents as a tar archive on stdout (through an exec: the archive API of the
-daemon does not see into the tmpfs /tmp)."""
+daemon does not see into the tmpfs /tmp); a hard-linked file's content under each of its names
+(restores refuse hard links)."""
 
 RESTORE = """set -eu
 find "$WORKDIR" -mindepth 1 -maxdepth 1 -exec rm -rf {} +

@@ -46,6 +46,7 @@ from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import Literal
 
+from ac_env.sandbox.archive_check import PARTS, check_archive
 from ac_env.sandbox.base import ExecResult, SandboxError, WorkspaceError
 from ac_env.sandbox.bwrap import SYSTEM_DIRS, Bind, bwrap_argv, prepare_etc
 from ac_env.sandbox.commands import command_rejection
@@ -60,7 +61,7 @@ from ac_env.sandbox.quota import (
     sandbox_prefix,
     unmount,
 )
-from ac_env.sandbox.workspace_archive import PARTS, extract_parts, pack_directories
+from ac_env.sandbox.workspace_archive import extract_parts, pack_directories
 from ac_env.tasks.model import Task
 
 Isolation = Literal["bwrap", "none"]
@@ -109,6 +110,8 @@ class LocalSandbox:
             metadata), with workspaces in memory (bounded per file by ``max_file_size_mb``).
         disk_quota_mb: the most the workspace and /tmp may hold together (a tmpfs, in
             memory; see the module docstring); None: no quota.
+        max_snapshot_mb: the largest archive ``snapshot`` returns (sparse files count at
+            their full length).
 
     Raises ``SandboxError`` when bubblewrap is missing.
     """
@@ -122,6 +125,7 @@ class LocalSandbox:
         python: str = "/usr/bin/python3",
         root_dir: str | None = None,
         disk_quota_mb: int | None = DEFAULT_DISK_QUOTA_MB,
+        max_snapshot_mb: int = 1024,
     ) -> None:
         if isolation not in ("bwrap", "none"):
             raise ValueError(f'isolation must be "bwrap" or "none", got {isolation!r}')
@@ -129,6 +133,7 @@ class LocalSandbox:
             ("memory_limit_mb", memory_limit_mb),
             ("max_processes", max_processes),
             ("max_file_size_mb", max_file_size_mb),
+            ("max_snapshot_mb", max_snapshot_mb),
         ):
             if value <= 0:
                 raise ValueError(f"{name} must be > 0, got {value}")
@@ -141,6 +146,7 @@ class LocalSandbox:
         self._max_processes = max_processes
         self._max_file_size_mb = max_file_size_mb
         self._disk_quota_mb = disk_quota_mb
+        self._max_snapshot_bytes = max_snapshot_mb * 1024 * 1024
         if root_dir is not None and not os.path.isdir(root_dir):
             raise ValueError(f"root_dir {root_dir!r} is not a directory")
         self._root_dir = root_dir
@@ -437,17 +443,21 @@ class LocalSandbox:
     def snapshot(self) -> bytes:
         """The workspace as a tar archive (``workspace_archive``): the repo as it is now
         (uncommitted edits, untracked and ignored files, its .git) and the sandbox's /tmp.
-        Under bubblewrap commands can write nowhere else."""
+        Under bubblewrap commands can write nowhere else. Raises ``SnapshotTooLargeError``
+        past ``max_snapshot_mb``."""
         workspace = self._started()
+        parts = {"repo": workspace.repo, "tmp": workspace.root / "tmp"}
         try:
-            return pack_directories({"repo": workspace.repo, "tmp": workspace.root / "tmp"})
+            return pack_directories(parts, self._max_snapshot_bytes)
         except OSError as error:
             raise SandboxError(f"could not archive the workspace: {error}") from error
 
     def restore(self, archive: bytes) -> None:
         """Replace the repo and /tmp by those ``snapshot`` archived (in this sandbox or in
-        another one started on the same task)."""
+        another one started on the same task, of either backend). An archive that fails
+        ``archive_check`` is refused (``UnsafeArchiveError``) before anything changes."""
         workspace = self._started()
+        check_archive(archive)
         for part in PARTS:
             _remove_tree(workspace.root / part)
         try:

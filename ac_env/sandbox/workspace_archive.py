@@ -1,54 +1,116 @@
 """A sandbox's state as one tar archive, what ``Sandbox.snapshot`` returns and ``restore`` takes:
 ``repo/`` (the repository with its .git: uncommitted edits, untracked and ignored files) and
-``tmp/`` (the sandbox's /tmp, which is also its $HOME). Modes, symlinks, hard links and
-modification times are kept; ownership is the restoring sandbox's business."""
+``tmp/`` (the sandbox's /tmp, which is also its $HOME). Modes, symlinks and modification times
+are kept; hard-linked files are stored once per name, and fifos, devices and sockets are left
+out; ownership is the restoring sandbox's business.
+
+Archives are written to a temporary file, counting the bytes written, and stop with
+``SnapshotTooLargeError`` at a cap: a sparse file counts at its full size, so files of a few
+blocks on disk but gigabytes long end the snapshot with that error, not in host memory.
+Restoring first checks the archive (``archive_check``)."""
 
 from __future__ import annotations
 
 import io
+import os
 import stat
 import tarfile
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
+from typing import IO
 
+from ac_env.sandbox.archive_check import PARTS, check_archive
 from ac_env.sandbox.base import SandboxError
 
-PARTS = ("repo", "tmp")
+
+class SnapshotTooLargeError(SandboxError):
+    """A snapshot would be larger than its cap."""
 
 
-def pack_directories(directories: Mapping[str, Path]) -> bytes:
+class CappedFile:
+    """A temporary file that raises ``SnapshotTooLargeError`` when more than ``max_bytes`` are
+    written to it (``what`` names the content in that error)."""
+
+    def __init__(self, max_bytes: int, what: str) -> None:
+        self.file: IO[bytes] = tempfile.TemporaryFile(prefix="autocompact-snapshot-")  # noqa: SIM115 (closed by close)
+        self.written = 0
+        self._max_bytes = max_bytes
+        self._what = what
+
+    def write(self, data: bytes) -> int:
+        self.written += len(data)
+        if self.written > self._max_bytes:
+            raise SnapshotTooLargeError(
+                f"{self._what} is larger than the snapshot cap of {self._max_bytes} bytes "
+                "(sparse files count at their full length)"
+            )
+        return self.file.write(data)
+
+    def tell(self) -> int:
+        return self.file.tell()
+
+    def seek(self, position: int, whence: int = 0) -> int:
+        return self.file.seek(position, whence)
+
+    def read(self, size: int = -1) -> bytes:
+        return self.file.read(size)
+
+    def contents(self) -> bytes:
+        self.seek(0)
+        return self.read()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def pack_directories(directories: Mapping[str, Path], max_bytes: int) -> bytes:
     """Each directory's tree under its part name (a key of ``PARTS``). Symlinks are stored as
-    links, never followed; sockets are left out."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
-        for part, directory in directories.items():
-            _check_part(part)
-            archive.add(str(directory), arcname=part)
-    return buffer.getvalue()
+    links, never followed. Fails before writing anything when the regular files alone pass
+    ``max_bytes``, and while writing when the archive does."""
+    for part, directory in directories.items():
+        _check_part(part)
+        _check_total_size(directory, part, max_bytes)
+    output = CappedFile(max_bytes, "the workspace archive")
+    try:
+        with tarfile.open(fileobj=output, mode="w", format=tarfile.PAX_FORMAT) as archive:
+            for part, directory in directories.items():
+                archive.add(str(directory), arcname=part, filter=_content_of(part, directory))
+        return output.contents()
+    finally:
+        output.close()
 
 
-def merge_archives(parts: Mapping[str, bytes]) -> bytes:
-    """One archive holding each of ``parts`` (archives of a directory's contents, members
-    named ``.`` and ``./...`` as ``tar -C DIR -cf - .`` writes them) under its part name."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as merged:
-        for part, data in parts.items():
-            _check_part(part)
-            with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as source:
-                for member in source:
-                    content = source.extractfile(member) if member.isfile() else None
-                    member.name = _under(part, member.name)
-                    if member.islnk():
-                        member.linkname = _under(part, member.linkname)
-                    merged.addfile(member, content)
-    return buffer.getvalue()
+def merge_archives(parts: Mapping[str, IO[bytes]], max_bytes: int) -> bytes:
+    """One archive holding each of ``parts`` (files holding archives of a directory's contents,
+    members named ``.`` and ``./...`` as ``tar -C DIR -cf - .`` writes them) under its part
+    name; fifos and devices are left out, as ``pack_directories`` leaves them out."""
+    output = CappedFile(max_bytes, "the workspace archive")
+    try:
+        with tarfile.open(fileobj=output, mode="w", format=tarfile.PAX_FORMAT) as merged:
+            for part, data in parts.items():
+                _check_part(part)
+                data.seek(0)
+                with tarfile.open(fileobj=data, mode="r:") as source:
+                    for member in source:
+                        if member.ischr() or member.isblk() or member.isfifo():
+                            continue
+                        content = source.extractfile(member) if member.isfile() else None
+                        member.name = _under(part, member.name)
+                        if member.islnk():
+                            member.linkname = _under(part, member.linkname)
+                        merged.addfile(member, content)
+        return output.contents()
+    except tarfile.TarError as error:
+        raise SandboxError(f"workspace archive: {error}") from error
+    finally:
+        output.close()
 
 
 def extract_parts(archive: bytes, destination: Path) -> None:
-    """Unpack ``archive`` into ``destination`` (whose part directories must not exist).
-    Members outside the parts, paths leaving ``destination`` (through ``..`` or a symlink
-    unpacked before them) and hard links to anything outside the parts are refused with
-    ``SandboxError``; set-user/group-ID bits are dropped."""
+    """Unpack ``archive``, once ``archive_check`` passed it, into ``destination`` (whose part
+    directories must not exist); set-user/group-ID bits are dropped."""
+    check_archive(archive)
     try:
         with tarfile.open(fileobj=io.BytesIO(archive), mode="r:") as source:
             source.extractall(destination, numeric_owner=True, filter=_checked_member)
@@ -56,12 +118,42 @@ def extract_parts(archive: bytes, destination: Path) -> None:
         raise SandboxError(f"workspace archive: {error}") from error
 
 
+def _check_total_size(directory: Path, part: str, max_bytes: int) -> None:
+    total, largest, largest_size = 0, "", -1
+    for root, _dirs, files in os.walk(directory):
+        for name in files:
+            path = os.path.join(root, name)
+            info = os.lstat(path)
+            if stat.S_ISREG(info.st_mode):
+                total += info.st_size
+                if info.st_size > largest_size:
+                    largest, largest_size = path, info.st_size
+    if total > max_bytes:
+        shown = os.path.join(part, os.path.relpath(largest, directory))
+        raise SnapshotTooLargeError(
+            f"the files of {part}/ hold {total} bytes, over the snapshot cap of {max_bytes} "
+            f"(sparse files count at their full length); the largest is {shown} "
+            f"({largest_size} bytes)"
+        )
+
+
+def _content_of(part: str, directory: Path):  # type: ignore[no-untyped-def]
+    """A ``TarFile.add`` filter: a hard link becomes a copy of the file it names, special files
+    are left out."""
+
+    def content(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        if info.islnk():
+            relative = PurePosixPath(info.name).relative_to(part)
+            info.type, info.linkname = tarfile.REGTYPE, ""
+            info.size = os.lstat(directory / relative).st_size
+        if not (info.isdir() or info.isreg() or info.issym()):
+            return None
+        return info
+
+    return content
+
+
 def _checked_member(member: tarfile.TarInfo, destination: str) -> tarfile.TarInfo:
-    names = [member.name, member.linkname] if member.islnk() else [member.name]
-    for name in names:
-        parts = PurePosixPath(name).parts
-        if not parts or parts[0] not in PARTS or ".." in parts:
-            raise SandboxError(f"workspace archive: member {name!r} is outside {PARTS}")
     checked = tarfile.tar_filter(member, destination)  # refuses paths leaving destination
     mode = None if member.mode is None else member.mode & ~(stat.S_ISUID | stat.S_ISGID)
     return checked.replace(mode=mode, deep=False)  # keep the group/other bits tar_filter drops

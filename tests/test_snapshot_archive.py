@@ -1,0 +1,222 @@
+"""Workspace archives are hostile input: ``restore`` of a crafted archive (or of one made by a
+compromised container's own ``tar``) refuses every member that could write outside the
+workspace, on both backends, before changing anything; ``snapshot`` stops at its cap."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sandbox_task import make_task
+
+from ac_env.sandbox.archive_check import UnsafeArchiveError, check_archive
+from ac_env.sandbox.base import SandboxError
+from ac_env.sandbox.local import LocalSandbox
+from ac_env.sandbox.workspace_archive import SnapshotTooLargeError, pack_directories
+
+try:
+    from ac_env.sandbox.docker_session import docker_client
+
+    docker_client()
+    NO_DOCKER = None
+except SandboxError as error:
+    NO_DOCKER = str(error)
+
+needs_docker = pytest.mark.skipif(NO_DOCKER is not None, reason=str(NO_DOCKER))
+BACKENDS = ["local", pytest.param("docker", marks=needs_docker)]
+OUTSIDE = "@OUTSIDE@"
+"""Replaced by a directory outside the workspace: a host directory for the local sandbox, the
+sandbox's own base objects (/opt/autocompact/base.git) in a container."""
+
+Member = tuple[str, str, str]  # name, kind, link target or file content
+
+CASES: dict[str, tuple[list[Member], str, str]] = {
+    # case: (members after repo/ and tmp/, the member refused, the reason)
+    "absolute name": ([(f"{OUTSIDE}/new", "file", "x")], f"{OUTSIDE}/new", "absolute name"),
+    "dot-dot name": ([("repo/../../new", "file", "x")], "repo/../../new", r"'\.\.' in the name"),
+    "outside the parts": ([("etc/new", "file", "x")], "etc/new", "outside the parts"),
+    "part replaced by a symlink": ([("repo", "sym", OUTSIDE)], "repo", "twice"),
+    "absolute symlink": ([("repo/l", "sym", OUTSIDE)], "repo/l", "symbolic link to the absolute"),
+    "symlink climbing out": ([("repo/l", "sym", "../../..")], "repo/l", "leaves repo/"),
+    "symlink out through a symlink": (
+        [("repo/a", "dir", ""), ("repo/a/s", "sym", ".."), ("repo/a/m", "sym", "s/..")],
+        "repo/a/m",
+        "leaves repo/",
+    ),
+    "symlink from tmp into repo": ([("tmp/l", "sym", "../repo")], "tmp/l", "leaves tmp/"),
+    "symlink loop": (
+        [("repo/x", "sym", "y/z"), ("repo/y", "sym", "x/z")],
+        "repo/x",
+        "leaves repo/ .or loops",
+    ),
+    "file through an earlier symlink": (
+        [("repo/l", "sym", "../../../../../../../.."), ("repo/l/new", "file", "x")],
+        "repo/l/new",
+        "lies below the symbolic link 'repo/l'",
+    ),
+    "directory replaced by a symlink": (
+        [("repo/d", "dir", ""), ("repo/d", "sym", OUTSIDE), ("repo/d/new", "file", "x")],
+        "repo/d",
+        "twice",
+    ),
+    "hard link outside": ([("repo/h", "lnk", f"{OUTSIDE}/victim")], "repo/h", "hard link"),
+    "hard link through a symlink": (
+        [("repo/l", "sym", "."), ("repo/h", "lnk", "repo/l/../../victim")],
+        "repo/h",
+        "hard link",
+    ),
+    "hard link inside": (
+        [("repo/a", "file", "x"), ("repo/h", "lnk", "repo/a")],
+        "repo/h",
+        "hard link",
+    ),
+    "character device": ([("repo/null", "chr", "")], "repo/null", "device file or fifo"),
+    "block device": ([("repo/disk", "blk", "")], "repo/disk", "device file or fifo"),
+    "fifo": ([("repo/fifo", "fifo", "")], "repo/fifo", "device file or fifo"),
+}
+
+
+def crafted(members: list[Member], outside: str) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for name, kind, extra in [("repo", "dir", ""), ("tmp", "dir", ""), *members]:
+            member = tarfile.TarInfo(name.replace(OUTSIDE, outside))
+            data = extra.encode()
+            if kind == "file":
+                member.size = len(data)
+            else:
+                member.type = {
+                    "dir": tarfile.DIRTYPE,
+                    "sym": tarfile.SYMTYPE,
+                    "lnk": tarfile.LNKTYPE,
+                    "chr": tarfile.CHRTYPE,
+                    "blk": tarfile.BLKTYPE,
+                    "fifo": tarfile.FIFOTYPE,
+                }[kind]
+                member.linkname = extra.replace(OUTSIDE, outside)
+                member.devmajor, member.devminor = (1, 3) if kind in ("chr", "blk") else (0, 0)
+                member.mode = 0o755
+            archive.addfile(member, io.BytesIO(data) if kind == "file" else None)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_archive_check_names_the_refused_member(case):
+    members, refused, reason = CASES[case]
+    with pytest.raises(UnsafeArchiveError, match=reason) as raised:
+        check_archive(crafted(members, "/var/lib/outside"))
+    assert raised.value.member == refused.replace(OUTSIDE, "/var/lib/outside")
+
+
+def test_the_archive_check_passes_what_snapshots_hold(tmp_path):
+    repo, tmp = tmp_path / "repo", tmp_path / "tmp"
+    (repo / "pkg").mkdir(parents=True)
+    tmp.mkdir()
+    (repo / "pkg" / "a.py").write_text("a = 1\n")
+    os.link(repo / "pkg" / "a.py", repo / "hard.py")  # stored as a second copy
+    os.mkfifo(repo / "fifo")  # left out
+    (repo / "up").symlink_to("pkg/../pkg/a.py")
+    (repo / "pkg" / "back").symlink_to("..")
+    (repo / "pkg" / "dangling").symlink_to("missing/x")
+    (tmp / "home").symlink_to(".")
+    archive = pack_directories({"repo": repo, "tmp": tmp}, 1 << 20)
+    check_archive(archive)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as source:
+        kinds = {m.name: m.type for m in source}
+    assert kinds["repo/hard.py"] == tarfile.REGTYPE and "repo/fifo" not in kinds
+
+
+@pytest.fixture(scope="module")
+def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """One started sandbox per backend (a refused restore changes nothing, so they are shared),
+    each holding an edit that a refused restore must leave in place."""
+    task = make_task(tmp_path_factory.mktemp("archive-task"))
+    boxes: dict[str, Any] = {}
+    yield {"task": task, "boxes": boxes}
+    for box in boxes.values():
+        box.close()
+
+
+def sandbox(started: dict[str, Any], backend: str) -> Any:
+    boxes = started["boxes"]
+    if backend not in boxes:
+        if backend == "docker":
+            from ac_env.sandbox.docker import DockerSandbox
+
+            boxes[backend] = DockerSandbox(max_snapshot_mb=16)
+        else:
+            boxes[backend] = LocalSandbox(isolation="none", max_snapshot_mb=16)
+        boxes[backend].start(started["task"])
+        boxes[backend].exec("echo edited >> calc/ops.py && echo kept > /tmp/kept", 10, 1000)
+    return boxes[backend]
+
+
+def outside_of(box: Any, tmp_path: Path) -> str:
+    """A directory outside the workspace, with a file ``victim`` in it."""
+    if isinstance(box, LocalSandbox):
+        (tmp_path / "victim").write_text("victim\n")
+        return str(tmp_path)
+    return "/opt/autocompact/base.git"
+
+
+def listing(box: Any, outside: str) -> str:
+    if isinstance(box, LocalSandbox):
+        return repr(sorted((p.name, p.stat().st_nlink) for p in Path(outside).iterdir()))
+    return box._helper(box._state, f"ls -lA {outside} /opt", {}, 1 << 16, "listing").decode()
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_restore_refuses_a_crafted_archive_and_changes_nothing(started, backend, case, tmp_path):
+    box = sandbox(started, backend)
+    members, refused, reason = CASES[case]
+    outside = outside_of(box, tmp_path)
+    before, diff = listing(box, outside), box.diff()
+    with pytest.raises(UnsafeArchiveError, match=reason) as raised:
+        box.restore(crafted(members, outside))
+    assert raised.value.member == refused.replace(OUTSIDE, outside)
+    assert listing(box, outside) == before  # nothing written outside
+    assert box.diff() == diff and "edited" in diff  # nor inside
+    assert box.exec("cat /tmp/kept", 10, 100).output == "kept\n"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_snapshot_stops_at_its_cap_on_sparse_files(started, backend):
+    box = sandbox(started, backend)
+    box.exec("truncate -s 100M sparse.bin", 10, 1000)  # a few blocks on disk
+    try:
+        with pytest.raises(SnapshotTooLargeError, match="snapshot cap of 16777216"):
+            box.snapshot()
+        assert box.exec("echo alive", 10, 100).output == "alive\n"
+    finally:
+        box.exec("rm sparse.bin", 10, 1000)
+    assert box.snapshot()  # under the cap again
+
+
+@needs_docker
+def test_a_compromised_containers_snapshot_is_refused_by_both_backends(started, tmp_path):
+    """The agent, root in its container, replaces ``tar``: the snapshot holds what it wrote."""
+    box = sandbox(started, "docker")
+    fake_tar = (
+        "#!/bin/sh\nexec python3 -c 'import io, sys, tarfile\n"
+        'out = tarfile.open(fileobj=sys.stdout.buffer, mode="w|")\n'
+        'link = tarfile.TarInfo("./escape"); link.type = tarfile.SYMTYPE\n'
+        'link.linkname = "/opt/autocompact/base.git"; out.addfile(link)\n'
+        "out.close()'\n"
+    )
+    box.write_file("fake-tar", fake_tar.encode())
+    box.exec("install -m 755 fake-tar /usr/local/bin/tar && rm fake-tar", 10, 1000)
+    try:
+        archive = box.snapshot()
+    finally:
+        box.exec("rm /usr/local/bin/tar", 10, 1000)
+    with LocalSandbox(isolation="none") as local:
+        local.start(started["task"])
+        for target in (local, box):
+            with pytest.raises(UnsafeArchiveError, match="symbolic link to the absolute"):
+                target.restore(archive)
