@@ -42,6 +42,7 @@ from ac_env.bench.config import claim_directory
 from ac_env.bench.runner import ATTEMPTS
 from ac_env.bench.validate import check_env_kwargs, check_sandbox, check_worker, checked
 from ac_env.bench.workers import policy_factory
+from ac_env.paths import safe_child
 from ac_env.policy import Policy, PolicyOutput
 from ac_env.prompts import COMPACTION_REQUEST
 from ac_env.strategies import get_strategy
@@ -407,7 +408,7 @@ def _run_once(
         review=log,
     )
     name = f"trajectories/{task.instance_id}__r{k}.jsonl"
-    trajectory.write(out / name)
+    trajectory.write(safe_child(out, name))
     end = trajectory.end
     calls = trajectory.model_calls()
     corrections = Counter(v.correction for v in log.verdicts if v.correction)
@@ -469,7 +470,7 @@ def export_kept(episodes: list[CollectedEpisode], out: Path, tokenizer_name: str
     for episode in episodes:
         if not episode.kept:
             continue
-        trajectory = Trajectory.read(out / episode.trajectory)
+        trajectory = Trajectory.read(safe_child(out, episode.trajectory))
         segments.extend(
             segment_trajectory(
                 trajectory, tokenizer, run_id=Path(episode.trajectory).stem, prefix_mismatch="split"

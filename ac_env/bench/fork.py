@@ -56,6 +56,7 @@ from ac_env.bench.validate import validate_bench
 from ac_env.bench.workers import policy_factory
 from ac_env.cost import CallCost
 from ac_env.env import AutoCompactSWEEnv
+from ac_env.paths import safe_child
 from ac_env.policy import Policy, PolicyOutput
 from ac_env.snapshot import EpisodeSnapshot
 from ac_env.strategies import Strategy, get_strategy
@@ -398,7 +399,8 @@ def _skipping(strategy: Strategy) -> Strategy:
 
 
 def _write(trajectory: Trajectory, fork_dir: Path, name: str) -> str:
-    relative = Path("trajectories") / name
-    (fork_dir / relative).parent.mkdir(parents=True, exist_ok=True)
-    trajectory.write(fork_dir / relative)
-    return str(relative)
+    relative = f"trajectories/{name}"
+    path = safe_child(fork_dir, relative)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    trajectory.write(path)
+    return relative

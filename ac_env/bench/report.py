@@ -21,6 +21,7 @@ from ac_env.bench.config import BenchConfig
 from ac_env.bench.failures import short_reason
 from ac_env.bench.metrics import EpisodeMetrics, Estimate, bootstrap_mean
 from ac_env.bench.runner import EpisodeRecord
+from ac_env.paths import safe_child
 from ac_env.trajectory import Trajectory
 
 KIND_MARKERS = {"proactive": "o", "forced": "s", "masking": "D", "skipped": "^"}
@@ -307,7 +308,7 @@ def _plot_context(records: Sequence[EpisodeRecord], out: Path, path: Path) -> Pa
         marked: set[str] = set()
         for strategy, group in groups.items():
             record = next(r for r in group if (r.instance_id, r.seed) == (instance_id, seed))
-            calls = Trajectory.read(out / str(record.trajectory)).model_calls()
+            calls = Trajectory.read(safe_child(out, str(record.trajectory))).model_calls()
             tokens = {c.step: c.context_tokens for c in calls}
             (line,) = ax.plot(list(tokens), list(tokens.values()), label=strategy)
             for c in record.metrics.compactions if record.metrics else []:

@@ -33,6 +33,7 @@ from ac_env.bench.metrics import EpisodeMetrics, episode_metrics
 from ac_env.bench.validate import validate_bench
 from ac_env.bench.workers import policy_factory
 from ac_env.cost import make_pricing
+from ac_env.paths import safe_child
 from ac_env.policy import Policy
 from ac_env.sandbox import make_sandbox_factory
 from ac_env.strategies import get_strategy
@@ -202,9 +203,10 @@ def _attempt(
         env_config = env.unwrapped.config  # type: ignore[attr-defined]
     finally:
         env.close()
-    relative = Path("trajectories") / job.strategy / f"{job.task.instance_id}__seed{job.seed}.jsonl"
-    (out / relative).parent.mkdir(parents=True, exist_ok=True)
-    trajectory.write(out / relative)
+    relative = f"trajectories/{job.strategy}/{job.task.instance_id}__seed{job.seed}.jsonl"
+    path = safe_child(out, relative)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    trajectory.write(path)
     end = trajectory.end
     assert end is not None
     base = EpisodeRecord(
@@ -214,7 +216,7 @@ def _attempt(
         seed=job.seed,
         status="ok",
         attempts=attempt,
-        trajectory=str(relative),
+        trajectory=relative,
     )
     if end.infra_error is not None:
         return base.model_copy(update={"status": "infra_error", "error": end.infra_error})

@@ -35,6 +35,7 @@ from ac_env.mining.mutants import MutantResult, evaluate_mutant
 from ac_env.mining.runner import SuiteRunner, base_task
 from ac_env.mining.sdist import Source, SourceError, parse_source
 from ac_env.mining.task import TaskRejected, make_task
+from ac_env.paths import safe_child
 from ac_env.sandbox.base import SandboxError
 from ac_env.sandbox.local import Isolation
 from ac_env.tasks.model import Task
@@ -260,7 +261,7 @@ class _Mining:
         known = self.made.get(result.key)
         if known is not None and known.task is not None:
             # snapshots live next to made.jsonl, wherever the build directory has moved
-            snapshot = self.library.directory / "snapshots" / known.task.instance_id
+            snapshot = safe_child(self.library.directory, "snapshots", known.task.instance_id)
             known = known.model_copy(
                 update={"task": known.task.model_copy(update={"snapshot_dir": snapshot})}
             )
@@ -289,7 +290,7 @@ def build_library(spec: str, options: BuildOptions) -> tuple[LibraryReport, list
         source: Source = parse_source(spec)
     except ValueError as error:
         return LibraryReport(library=spec, status="skipped", reason=str(error)), []
-    directory = options.out / source.slug
+    directory = safe_child(options.out, source.slug)
     report_path = directory / "report.json"
     previous = (
         LibraryReport.model_validate_json(report_path.read_text())

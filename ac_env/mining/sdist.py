@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ac_env.paths import check_name
 from ac_env.tasks.synthetic.git_repo import COMMIT_DATE, GIT_IDENTITY
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
@@ -47,10 +48,11 @@ class Source:
 
 
 def parse_source(spec: str) -> Source:
-    """``NAME==VERSION`` or the path of a local sdist archive (``NAME-VERSION.tar.gz``)."""
+    """``NAME==VERSION`` or the path of a local sdist archive (``NAME-VERSION.tar.gz``); its
+    slug names directories and task ids, so it must be a safe name (``ac_env.paths``)."""
     match = _SPEC.match(spec.strip())
     if match:
-        return Source(match["name"], match["version"])
+        return _checked(Source(match["name"], match["version"]), spec)
     path = Path(spec)
     suffix = next((s for s in ARCHIVE_SUFFIXES if path.name.endswith(s)), None)
     if suffix is None:
@@ -59,7 +61,15 @@ def parse_source(spec: str) -> Source:
     name, dash, version = stem.rpartition("-")
     if not dash or not name or not version:
         raise ValueError(f"{spec!r}: an sdist archive is named NAME-VERSION{suffix}")
-    return Source(name, version, path.resolve())
+    return _checked(Source(name, version, path.resolve()), spec)
+
+
+def _checked(source: Source, spec: str) -> Source:
+    try:
+        check_name(source.slug, "library")
+    except ValueError as error:
+        raise ValueError(f"{spec!r}: {error}") from None
+    return source
 
 
 def fetch_sdist(source: Source, directory: Path) -> Path:

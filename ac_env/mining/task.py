@@ -20,6 +20,7 @@ from ac_env.mining.mutants import MutantResult
 from ac_env.mining.runner import test_command
 from ac_env.mining.sdist import commit_tree, copy_tree, git
 from ac_env.mining.statement import Secret, write_statement
+from ac_env.paths import safe_child
 from ac_env.sandbox.local import Isolation, LocalSandbox
 from ac_env.tasks.model import GroundTruth, Task
 from ac_env.tasks.synthetic.mutations import apply_mutations
@@ -68,7 +69,7 @@ def make_task(
     layout = library.layout
     module = layout.module_name(mutation.file)
     iid = instance_id(library, result)
-    snapshot = library.directory / "snapshots" / iid
+    snapshot = safe_child(library.directory, "snapshots", iid)
     patch, commit = _write_task_repo(library, result, snapshot)
     statement = write_statement(
         library.source.name,

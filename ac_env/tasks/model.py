@@ -10,7 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ac_env.paths import check_name
 
 Split = Literal["easy", "medium", "hard", "context-stress", "real", "swe-bench"]
 
@@ -30,7 +32,9 @@ class Task(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    instance_id: str
+    instance_id: str = Field(
+        description="a safe name (``ac_env.paths.SAFE_NAME``): files are named by it"
+    )
     repo: str
     problem_statement: str
     patch: str = Field(description="gold patch (unified diff) that fixes the bug")
@@ -57,3 +61,8 @@ class Task(BaseModel):
         description="command prefix that runs test ids; test ids are appended",
     )
     ground_truth: GroundTruth | None = None
+
+    @field_validator("instance_id")
+    @classmethod
+    def _safe_instance_id(cls, value: str) -> str:
+        return check_name(value)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from ac_env.paths import safe_child
 from ac_env.tasks.model import GroundTruth, Task
 from ac_env.tasks.synthetic.catalog import (
     CATALOG_PATH,
@@ -196,7 +197,7 @@ def build_task(
     project = render_project(
         domain, entry, profile, random.Random(plan.instance_id), plan.report_test
     )
-    snapshot = directory / plan.instance_id
+    snapshot = safe_child(directory, plan.instance_id)
     commit = write_repo(project.files, snapshot, f"Import {domain.package} {domain.version}")
     return Task(
         instance_id=plan.instance_id,
@@ -221,8 +222,8 @@ def build_task(
 
 def load_or_build(plan: TaskPlan, directory: Path) -> Task:
     """The cached task when its record and snapshot exist, else a freshly built one."""
-    record = directory / f"{plan.instance_id}.json"
-    snapshot = directory / plan.instance_id
+    record = safe_child(directory, f"{plan.instance_id}.json")
+    snapshot = safe_child(directory, plan.instance_id)
     if record.exists() and snapshot.exists():
         task = Task.model_validate_json(record.read_text())
         return task.model_copy(update={"snapshot_dir": snapshot})
