@@ -40,8 +40,9 @@ class Sandbox(Protocol):
     ``exec`` runs one shell command with the repo as working directory; ``diff`` is the
     workspace's change against the base commit (new files included), which is what gets graded.
     ``snapshot`` archives everything commands may have changed (the repo, uncommitted and
-    untracked files included, and /tmp); ``restore`` puts such an archive back, into this
-    sandbox or another one started on the same task.
+    untracked files included, and /tmp; ``workspace_archive``, capped); ``restore`` puts such
+    an archive back, into this sandbox or another one started on the same task, once
+    ``archive_check`` passed it (whichever backend made it).
     """
 
     def start(self, task: Task) -> None: ...
