@@ -17,7 +17,15 @@
 #
 # The base image (AUTOCOMPACT_BASE_IMAGE, default autocompact/base:latest) is Debian minbase
 # with python3, python3-pytest and git: `debootstrap` from the host's Debian mirror (or
-# AUTOCOMPACT_DEBIAN_MIRROR), then `docker import`. Nothing is pulled from a registry.
+# AUTOCOMPACT_DEBIAN_MIRROR), then `docker import`. Nothing is pulled from a registry. The build
+# is atomic: one build at a time (a lock), the rootfs quiesced (debootstrap's leftover processes
+# gone, its mounts undone) before it is archived, files named *.partial until complete (and
+# never reused), the image tagged only once a container of it ran pytest; a failed build is
+# retried once from scratch.
+#
+# Daemons with different AUTOCOMPACT_DOCKER_DIRs run side by side: each has its own socket,
+# data and exec roots, containerd (started by dockerd under the exec root) and containerd
+# namespace.
 set -euo pipefail
 
 STATE_DIR="${AUTOCOMPACT_DOCKER_DIR:-/var/lib/autocompact-docker}"
@@ -27,6 +35,12 @@ SOCKET="$STATE_DIR/docker.sock"
 PIDFILE="$STATE_DIR/dockerd.pid"
 LOG="$STATE_DIR/dockerd.log"
 ROOTFS_TAR="$STATE_DIR/base-rootfs.tar"
+ROOTFS="$STATE_DIR/rootfs.partial"
+if [[ "$STATE_DIR" == /var/lib/autocompact-docker ]]; then
+  NAMESPACE=autocompact
+else
+  NAMESPACE="autocompact-$(printf '%s' "$STATE_DIR" | sha256sum | cut -c1-12)"
+fi
 START_TIMEOUT_S=60
 STOP_TIMEOUT_S=30
 
@@ -81,8 +95,8 @@ start_daemon() {
     --pidfile "$PIDFILE" \
     --storage-driver=overlay2 \
     --iptables=false --ip6tables=false --bridge=none \
-    --containerd-namespace autocompact \
-    --containerd-plugins-namespace autocompact-plugins \
+    --containerd-namespace "$NAMESPACE" \
+    --containerd-plugins-namespace "$NAMESPACE-plugins" \
     >"$LOG" 2>&1 </dev/null &
   local launched=$! waited=0
   until answers; do
@@ -118,36 +132,112 @@ debian_mirror() {
   echo "${mirror:-http://deb.debian.org/debian}"
 }
 
+processes_in() {
+  # Pids of the processes whose root or working directory lies in the rootfs.
+  local proc link
+  for proc in /proc/[0-9]*; do
+    for link in "$proc/root" "$proc/cwd"; do
+      link="$(readlink "$link" 2>/dev/null)" || continue
+      if [[ "$link" == "$ROOTFS" || "$link" == "$ROOTFS"/* ]]; then
+        echo "${proc#/proc/}"
+        break
+      fi
+    done
+  done
+}
+
+quiesce_rootfs() {
+  # Wait (up to 10 s, then kill) for what debootstrap left running in the rootfs (a tarball
+  # taken while they write reads "file changed as we read it"), and undo its mounts.
+  local pids waited=0
+  while pids="$(processes_in)" && [[ -n "$pids" ]]; do
+    if ((waited++ >= 50)); then
+      say "killing processes left in $ROOTFS: $(echo $pids)"
+      kill -KILL $pids 2>/dev/null || true
+      sleep 1
+      break
+    fi
+    sleep 0.2
+  done
+  awk -v root="$ROOTFS" '$2 == root || index($2, root "/") == 1 { print $2 }' /proc/self/mounts \
+    | sort -r | while read -r mount; do umount -l "$mount" || true; done
+}
+
+remove_partials() {
+  [[ -e "$ROOTFS" ]] && quiesce_rootfs
+  rm -rf --one-file-system "$ROOTFS" "$ROOTFS_TAR.partial"
+}
+
+valid_rootfs_tar() {
+  # A complete archive (tar reads it to the end) holding the interpreter.
+  tar -tf "$1" 2>/dev/null | grep -x './usr/bin/python3' >/dev/null
+}
+
 build_rootfs_tar() {
-  local suite mirror rootfs="$STATE_DIR/rootfs.partial"
+  # The rootfs tarball at $ROOTFS_TAR, or status 1 (and no tarball) saying why on stderr.
+  local suite mirror
   suite="$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")"
   [[ "$suite" =~ ^[a-z]+$ ]] || suite=bookworm
   mirror="$(debian_mirror "$suite")"
   say "debootstrap $suite from $mirror with $PACKAGES (about a minute)"
-  rm -rf "$rootfs" "$ROOTFS_TAR.partial"
-  debootstrap --variant=minbase --include="$PACKAGES" "$suite" "$rootfs" "$mirror" \
-    >"$STATE_DIR/debootstrap.log" 2>&1 \
-    || { tail -n 20 "$STATE_DIR/debootstrap.log" >&2; die "debootstrap failed (log above)"; }
-  rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
-  tar --numeric-owner -C "$rootfs" -cf "$ROOTFS_TAR.partial" .
-  mv "$ROOTFS_TAR.partial" "$ROOTFS_TAR"
-  rm -rf "$rootfs"
+  remove_partials
+  if ! debootstrap --variant=minbase --include="$PACKAGES" "$suite" "$ROOTFS" "$mirror" \
+    >"$STATE_DIR/debootstrap.log" 2>&1; then
+    tail -n 20 "$STATE_DIR/debootstrap.log" >&2
+    say "debootstrap failed (log above)"
+    remove_partials
+    return 1
+  fi
+  quiesce_rootfs
+  rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/lib/apt/lists/*
+  if ! tar --numeric-owner --one-file-system -C "$ROOTFS" -cf "$ROOTFS_TAR.partial" . \
+    || ! valid_rootfs_tar "$ROOTFS_TAR.partial"; then
+    say "archiving $ROOTFS failed"
+    remove_partials
+    return 1
+  fi
+  mv "$ROOTFS_TAR.partial" "$ROOTFS_TAR" || return 1
+  remove_partials
+}
+
+import_image() {
+  # Import the tarball untagged, tag it $IMAGE only once a container of it runs pytest.
+  local id
+  say "importing $ROOTFS_TAR"
+  id="$(docker_cli import \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'ENV LANG=C.UTF-8' \
+    --change 'CMD ["sleep", "infinity"]' \
+    "$ROOTFS_TAR")" || { say "docker import of $ROOTFS_TAR failed"; return 1; }
+  if ! docker_cli run --rm --network none "$id" python3 -m pytest --version >&2; then
+    say "a container of the imported image cannot run python3 -m pytest"
+    docker_cli rmi "$id" >/dev/null 2>&1 || true
+    return 1
+  fi
+  docker_cli tag "$id" "$IMAGE" || { say "docker tag $IMAGE failed"; return 1; }
+  say "image $IMAGE built"
 }
 
 ensure_image() {
+  exec 9>"$STATE_DIR/image.lock"
+  flock 9  # another `start` building the image: wait for it, then reuse its image
   if docker_cli image inspect "$IMAGE" >/dev/null 2>&1; then
     say "image $IMAGE present"
     return
   fi
-  [[ -s "$ROOTFS_TAR" ]] || build_rootfs_tar
-  say "importing $ROOTFS_TAR as $IMAGE"
-  docker_cli import \
-    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-    --change 'ENV LANG=C.UTF-8' \
-    --change 'CMD ["sleep", "infinity"]' \
-    "$ROOTFS_TAR" "$IMAGE" >/dev/null || die "docker import of $ROOTFS_TAR failed"
-  docker_cli run --rm --network none "$IMAGE" python3 -m pytest --version >&2 \
-    || die "image $IMAGE cannot run python3 -m pytest"
+  local attempt
+  for attempt in 1 2; do
+    if [[ -s "$ROOTFS_TAR" ]] && ! valid_rootfs_tar "$ROOTFS_TAR"; then
+      say "$ROOTFS_TAR is incomplete; building it again"
+      rm -f "$ROOTFS_TAR"
+    fi
+    if { [[ -s "$ROOTFS_TAR" ]] || build_rootfs_tar; } && import_image; then
+      return
+    fi
+    rm -f "$ROOTFS_TAR"  # a tarball that made no working image is not used again
+    ((attempt == 2)) || say "building image $IMAGE failed; trying once more from scratch"
+  done
+  die "could not build image $IMAGE (twice; see the messages above)"
 }
 
 stop_daemon() {
