@@ -152,7 +152,7 @@ def sandbox(started: dict[str, Any], backend: str) -> Any:
         else:
             boxes[backend] = LocalSandbox(isolation="none", max_snapshot_mb=16)
         boxes[backend].start(started["task"])
-        boxes[backend].exec("echo edited >> calc/ops.py && echo kept > /tmp/kept", 10, 1000)
+        boxes[backend].exec('echo edited >> calc/ops.py && echo kept > "$TMPDIR/kept"', 10, 1000)
     return boxes[backend]
 
 
@@ -182,7 +182,7 @@ def test_restore_refuses_a_crafted_archive_and_changes_nothing(started, backend,
     assert raised.value.member == refused.replace(OUTSIDE, outside)
     assert listing(box, outside) == before  # nothing written outside
     assert box.diff() == diff and "edited" in diff  # nor inside
-    assert box.exec("cat /tmp/kept", 10, 100).output == "kept\n"
+    assert box.exec('cat "$TMPDIR/kept"', 10, 100).output == "kept\n"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -220,3 +220,21 @@ def test_a_compromised_containers_snapshot_is_refused_by_both_backends(started, 
         for target in (local, box):
             with pytest.raises(UnsafeArchiveError, match="symbolic link to the absolute"):
                 target.restore(archive)
+
+
+@needs_docker
+def test_a_snapshot_restores_in_the_other_backend(started):
+    """The same rules pass what either backend's snapshot holds: links inside, hard links
+    (stored as files), an untracked file, /tmp."""
+    make = "ln -s calc/ops.py link.py && ln calc/ops.py hard.py && echo new > new.txt"
+    make += ' && echo t > "$TMPDIR/t"'
+    local, docker = sandbox(started, "local"), sandbox(started, "docker")
+    for source, target in ((local, docker), (docker, local)):
+        archive_before = source.snapshot()
+        source.exec(make, 10, 1000)
+        target.restore(source.snapshot())
+        assert target.diff() == source.diff() and "new.txt" in target.diff()
+        assert (
+            target.exec('readlink link.py; cat "$TMPDIR/t"', 10, 100).output == "calc/ops.py\nt\n"
+        )
+        source.restore(archive_before)

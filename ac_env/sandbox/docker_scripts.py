@@ -126,8 +126,10 @@ daemon does not see into the tmpfs /tmp); a hard-linked file's content under eac
 RESTORE = """set -eu
 find "$WORKDIR" -mindepth 1 -maxdepth 1 -exec rm -rf {} +
 find /tmp -mindepth 1 -delete
-cp -a "$STAGE/repo/." "$WORKDIR/"
-cp -a "$STAGE/tmp/." /tmp/
+cp -a --no-preserve=ownership "$STAGE/repo/." "$WORKDIR/"
+cp -a --no-preserve=ownership "$STAGE/tmp/." /tmp/
 rm -rf "$STAGE"
 """
-"""Replaces the workspace and /tmp by a snapshot unpacked in $STAGE (``repo/``, ``tmp/``)."""
+"""Replaces the workspace and /tmp by a snapshot unpacked in $STAGE (``repo/``, ``tmp/``).
+Files become the container root's (commands run as it, and it may not chown: a local
+sandbox's snapshot holds nobody's files)."""

@@ -139,9 +139,12 @@ def _check_total_size(directory: Path, part: str, max_bytes: int) -> None:
 
 def _content_of(part: str, directory: Path):  # type: ignore[no-untyped-def]
     """A ``TarFile.add`` filter: a hard link becomes a copy of the file it names, special files
-    are left out."""
+    are left out, everything is root's (a container restores it as its root, which may not
+    chown; a local sandbox gives it to its own user)."""
 
     def content(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
         if info.islnk():
             relative = PurePosixPath(info.name).relative_to(part)
             info.type, info.linkname = tarfile.REGTYPE, ""
