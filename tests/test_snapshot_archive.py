@@ -59,6 +59,16 @@ CASES: dict[str, tuple[list[Member], str, str]] = {
         "repo/l/new",
         "lies below the symbolic link 'repo/l'",
     ),
+    "file through an absolute symlink": (
+        [("repo/l", "sym", OUTSIDE), ("repo/l/new", "file", "x")],
+        "repo/l",
+        "symbolic link to the absolute",
+    ),
+    "hard link through an absolute symlink": (
+        [("repo/l", "sym", OUTSIDE), ("repo/h", "lnk", "repo/l/victim")],
+        "repo/l",
+        "symbolic link to the absolute",
+    ),
     "directory replaced by a symlink": (
         [("repo/d", "dir", ""), ("repo/d", "sym", OUTSIDE), ("repo/d/new", "file", "x")],
         "repo/d",
