@@ -2,7 +2,7 @@
 ``repo/`` (the repository with its .git: uncommitted edits, untracked and ignored files) and
 ``tmp/`` (the sandbox's /tmp, which is also its $HOME). Modes, symlinks and modification times
 are kept; hard-linked files are stored once per name, and fifos, devices and sockets are left
-out; ownership is the restoring sandbox's business.
+out; owners are not kept (the restoring sandbox gives everything to its own user).
 
 Archives are written to a temporary file, counting the bytes written, and stop with
 ``SnapshotTooLargeError`` at a cap: a sparse file counts at its full size, so files of a few
@@ -68,9 +68,9 @@ def pack_directories(directories: Mapping[str, Path], max_bytes: int) -> bytes:
     """Each directory's tree under its part name (a key of ``PARTS``). Symlinks are stored as
     links, never followed. Fails before writing anything when the regular files alone pass
     ``max_bytes``, and while writing when the archive does."""
-    for part, directory in directories.items():
+    for part in directories:
         _check_part(part)
-        _check_total_size(directory, part, max_bytes)
+    _check_total_size(directories, max_bytes)
     output = CappedFile(max_bytes, "the workspace archive")
     try:
         with tarfile.open(fileobj=output, mode="w", format=tarfile.PAX_FORMAT) as archive:
@@ -118,21 +118,22 @@ def extract_parts(archive: bytes, destination: Path) -> None:
         raise SandboxError(f"workspace archive: {error}") from error
 
 
-def _check_total_size(directory: Path, part: str, max_bytes: int) -> None:
+def _check_total_size(directories: Mapping[str, Path], max_bytes: int) -> None:
     total, largest, largest_size = 0, "", -1
-    for root, _dirs, files in os.walk(directory):
-        for name in files:
-            path = os.path.join(root, name)
-            info = os.lstat(path)
-            if stat.S_ISREG(info.st_mode):
-                total += info.st_size
-                if info.st_size > largest_size:
-                    largest, largest_size = path, info.st_size
+    for part, directory in directories.items():
+        for root, _dirs, files in os.walk(directory):
+            for name in files:
+                path = os.path.join(root, name)
+                info = os.lstat(path)
+                if stat.S_ISREG(info.st_mode):
+                    total += info.st_size
+                    if info.st_size > largest_size:
+                        largest = os.path.join(part, os.path.relpath(path, directory))
+                        largest_size = info.st_size
     if total > max_bytes:
-        shown = os.path.join(part, os.path.relpath(largest, directory))
         raise SnapshotTooLargeError(
-            f"the files of {part}/ hold {total} bytes, over the snapshot cap of {max_bytes} "
-            f"(sparse files count at their full length); the largest is {shown} "
+            f"the workspace's files hold {total} bytes, over the snapshot cap of {max_bytes} "
+            f"(sparse files count at their full length); the largest is {largest} "
             f"({largest_size} bytes)"
         )
 
