@@ -1,54 +1,56 @@
-"""Grading with SWE-bench semantics: apply the patch to a clean copy, run the tests, resolve.
+"""Grading with SWE-bench semantics, hardened against a policy that games the reward.
 
 ``grade`` works in a fresh sandbox started from the task's snapshot:
 
-1. the policy's patch is applied with ``git apply``, leaving out every change to the task's
-   test files and to any ``conftest.py`` (the tests judge the patch; the patch may not change
-   them). A patch that does not apply is the policy's fault: not resolved, reward 0;
+1. only the product-source part of the policy's diff is applied (``grading_patch``): test
+   files, scratch files and binaries are left out (``ignored``); pytest configuration,
+   ``conftest.py``, start-up hooks, bytecode and symbolic links are left out as tampering;
+   a diff over ``MAX_PATCH_BYTES`` or one that does not apply is the policy's fault,
+   reward 0;
 2. ``task.test_patch`` is applied (hidden tests, as in SWE-bench);
-3. ``task.test_command`` runs FAIL_TO_PASS + PASS_TO_PASS under a timeout; the ``-rA`` log gives
-   each test's outcome (``ac_env.test_log``); a test the log does not name counts as failed;
-4. resolved when every FAIL_TO_PASS and PASS_TO_PASS test passes (PASSED or XFAIL).
+3. FAIL_TO_PASS + PASS_TO_PASS run under a timeout through the trusted runner
+   (``grading_runner``, ``grading_boot``): the task's pytest command in isolated Python with
+   pytest imported before the repository is on ``sys.path``, no bytecode read from the tree,
+   and a plugin that records each test's outcome from the test function actually called and
+   checks that pytest's machinery was left alone. Outcomes come from the runner's report (a
+   line carrying a fresh nonce), never from text the code under test could print; a test
+   it does not name counts as failed;
+4. resolved when every FAIL_TO_PASS and PASS_TO_PASS test passes (PASSED or XFAIL), pytest
+   finished (exit code 0 or 1) and no tampering was found. Tampering gives reward 0 and says
+   what was found in ``tampered``.
 
 Infrastructure errors give ``reward=None`` and ``infra_error`` (never a silent 0): the sandbox
-failing, a task without FAIL_TO_PASS tests, a ``test_patch`` that does not apply, a test run
-that exits with a code pytest reserves for its own trouble (3 internal error, 4 usage error
-other than test ids not found, 5 no tests collected; anything but 0, 1, 2, 4, e.g. 127 command
-not found), or a log naming no test at all with exit code 0 or 1 (the runner never reported).
-The policy's own failures stay reward 0: a patch that breaks imports (collection errors give
-exit code 2, or 4 with "not found" for the ids of a module that no longer imports; the task's
-validation proves its ids exist), or that crashes or hangs the tests (``timed_out``). A test
-process that dies mid-run (``os._exit``, a signal, the memory limit) has started pytest's
-session and never printed its closing line: that crash is the patch's, reward 0, as SWE-bench's
-harness grades it (``tests/test_grading_parity.py`` checks the verdicts agree).
+failing, a task without FAIL_TO_PASS tests, a ``test_patch`` that does not apply, a
+``test_command`` that is not a pytest invocation, a runner that never started, or pytest
+stopping (usage error, internal error, nothing collected) before any of the repository's code
+ran. Everything after the repository's code has run is the policy's: a collection error, a
+crash (``os._exit``, ``sys.exit``, a signal, the memory limit) or a hang gives reward 0.
 """
 
 from __future__ import annotations
 
-import re
-import shlex
 import time
 from contextlib import closing
+from pathlib import PurePosixPath
 
 from pydantic import BaseModel, ConfigDict
 
+from ac_env.grading_patch import filter_patch, graded_test_files, looks_like_test
+from ac_env.grading_runner import RunnerReport, TestCommandError, run_tests
 from ac_env.sandbox.base import Sandbox, SandboxError
 from ac_env.sandbox.output import cap_text
 from ac_env.tasks.model import Task
-from ac_env.test_log import PASSING, parse_pytest_log
+from ac_env.test_log import PASSING
 
 MISSING = "MISSING"
-"""Outcome of a test the log does not name (counts as failed)."""
-PROTECTED_PATTERNS = ("conftest.py", "*/conftest.py")
-"""Paths (git wildmatch) the policy's patch may never change, besides ``task.test_files``."""
-_PYTEST_NOT_FOUND = "ERROR: not found:"
-_SESSION_START = re.compile(r"^=+ test session starts =+$", re.MULTILINE)
-_SESSION_END = re.compile(r"^=+ .*\bin \d+(?:\.\d+)?s\b.* =+$", re.MULTILINE)
-_PYTEST_TROUBLE = (3, 4, 5)
+"""Outcome of a test the runner does not name (counts as failed)."""
+MAX_PATCH_BYTES = 4 * 1024 * 1024
+"""The largest diff graded; a larger one is the policy's failure (reward 0)."""
 _MODEL_PATCH = ".git/autocompact-model.patch"
 _TEST_PATCH = ".git/autocompact-test.patch"
 _APPLY_TIMEOUT_S = 60.0
 _APPLY_OUTPUT_LIMIT = 16 * 1024
+_LISTING_LIMIT = 32 * 1024 * 1024
 _RUN_OUTPUT_LIMIT = 8 * 1024 * 1024
 
 
@@ -74,6 +76,10 @@ class GradeResult(BaseModel):
     patch_applied: bool = False
     timed_out: bool = False
     reason: str
+    tampered: str | None = None
+    """What was found aimed at the grader (reward 0), or None."""
+    ignored: dict[str, str] = {}
+    """Files of the diff left out of grading without blame, with the reason."""
     infra_error: str | None = None
     log: str = ""
     duration_s: float = 0.0
@@ -134,64 +140,117 @@ class _Log:
 def _grade_started(
     task: Task, patch: str, sandbox: Sandbox, timeout_s: float, log: _Log
 ) -> GradeResult:
-    excludes = [*(_wildmatch_escape(path) for path in task.test_files), *PROTECTED_PATTERNS]
-    apply_error = _apply(sandbox, _MODEL_PATCH, patch, excludes, log)
-    if apply_error is not None:
-        return GradeResult(
-            resolved=False,
-            reward=0.0,
-            reason=f"patch does not apply: {apply_error}",
-            log=log.text(),
+    size = len(patch.encode("utf-8", errors="surrogateescape"))
+    if size > MAX_PATCH_BYTES:
+        return _agent_failure(f"the diff is {size} bytes, over the grader's {MAX_PATCH_BYTES}", log)
+    listing = sandbox.exec("git ls-files -z", _APPLY_TIMEOUT_S, _LISTING_LIMIT)
+    if listing.exit_code != 0 or listing.truncated:
+        return GradeResult.infra(f"could not list the base commit's files: {listing.output}")
+    base_files = [path for path in listing.output.split("\0") if path]
+    try:
+        filtered = filter_patch(patch, task, base_files)
+    except ValueError as error:
+        return _agent_failure(f"patch does not apply: {error}", log)
+    if filtered.tampered:
+        log.add(
+            "# left out as tampering", "".join(f"{p}: {r}\n" for p, r in filtered.tampered.items())
         )
-    test_patch_error = _apply(sandbox, _TEST_PATCH, task.test_patch, [], log)
+    if filtered.ignored:
+        log.add("# left out", "".join(f"{p}: {r}\n" for p, r in filtered.ignored.items()))
+    tampered = [f"{path}: {reason}" for path, reason in filtered.tampered.items()]
+    ignored = dict(filtered.ignored)
+    apply_error = _apply(sandbox, _MODEL_PATCH, filtered.patch, log)
+    if apply_error is not None:
+        return _agent_failure(f"patch does not apply: {apply_error}", log, tampered, ignored)
+    test_patch_error = _apply(sandbox, _TEST_PATCH, task.test_patch, log)
     if test_patch_error is not None:
         return GradeResult.infra(f"test_patch does not apply: {test_patch_error}", log.text())
 
     test_ids = list(dict.fromkeys([*task.FAIL_TO_PASS, *task.PASS_TO_PASS]))
-    command = f"{task.test_command} {shlex.join(test_ids)}"
-    run = sandbox.exec(command, timeout_s, _RUN_OUTPUT_LIMIT)
+    job = _job(task, base_files)
+    try:
+        command, run, report = run_tests(sandbox, task, test_ids, job, timeout_s, _RUN_OUTPUT_LIMIT)
+    except TestCommandError as error:
+        return GradeResult.infra(str(error), log.text())
     log.add(command, run.output + f"\n[exit code {run.exit_code}]\n")
-    outcomes = parse_pytest_log(run.output)
-    crashed = not run.timed_out and _crashed(run.exit_code, run.output)
-    if not run.timed_out and not crashed:
-        trouble = _runner_trouble(run.exit_code, run.output, bool(outcomes))
-        if trouble is not None:
-            return GradeResult.infra(trouble, log.text())
+    tampered += report.tampered
+    if not report.started and not run.timed_out:
+        return GradeResult.infra(
+            f"the test runner did not start (exit code {run.exit_code}): "
+            f"{run.output.strip()[-300:]}",
+            log.text(),
+        )
+    trouble = _runner_trouble(report) if not run.timed_out else None
+    if trouble is not None:
+        return GradeResult.infra(trouble, log.text())
 
-    tests = {test_id: str(outcomes.get(test_id, MISSING)) for test_id in test_ids}
+    tests = {test_id: report.outcomes.get(test_id, MISSING) for test_id in test_ids}
     fail_to_pass = _group(task.FAIL_TO_PASS, tests)
     pass_to_pass = _group(task.PASS_TO_PASS, tests)
-    # A crashed run is never resolved, whatever "PASSED" lines its code printed before dying.
-    resolved = not fail_to_pass.failed and not pass_to_pass.failed and not crashed
+    ran_through = report.finished and report.exit_code in (0, 1)
+    passing = not fail_to_pass.failed and not pass_to_pass.failed
+    resolved = passing and ran_through and not run.timed_out and not tampered
     if run.timed_out:
         reason = f"the test run timed out after {timeout_s:g} s"
-    elif crashed:
-        reason = f"the test run crashed (exit code {run.exit_code}) before pytest reported"
+    elif tampered:
+        reason = f"tampering found: {'; '.join(tampered[:3])}"
+    elif not report.finished:
+        reason = f"the test process died (exit code {run.exit_code}) before the runner reported"
+    elif not ran_through:
+        reason = f"pytest stopped with exit code {report.exit_code} {report.error}".strip()
     elif resolved:
         reason = "resolved: every FAIL_TO_PASS and PASS_TO_PASS test passes"
     else:
         failing = [*fail_to_pass.failed, *pass_to_pass.failed]
         reason = f"not resolved: {len(failing)} test(s) fail: {', '.join(failing[:5])}"
     return GradeResult(
-        resolved=resolved and not run.timed_out,
-        reward=1.0 if resolved and not run.timed_out else 0.0,
+        resolved=resolved,
+        reward=1.0 if resolved else 0.0,
         tests=tests,
         fail_to_pass=fail_to_pass,
         pass_to_pass=pass_to_pass,
         patch_applied=True,
         timed_out=run.timed_out,
         reason=reason,
+        tampered="; ".join(tampered) or None,
+        ignored=ignored,
         log=log.text(),
     )
 
 
-def _apply(sandbox: Sandbox, path: str, patch: str, excludes: list[str], log: _Log) -> str | None:
+def _listing(reasons: dict[str, str]) -> str:
+    return "".join(f"{path}: {reason}\n" for path, reason in reasons.items())
+
+
+def _agent_failure(
+    reason: str, log: _Log, tampered: list[str] | None = None, ignored: dict[str, str] | None = None
+) -> GradeResult:
+    return GradeResult(
+        resolved=False,
+        reward=0.0,
+        reason=reason,
+        tampered="; ".join(tampered or []) or None,
+        ignored=ignored or {},
+        log=log.text(),
+    )
+
+
+def _job(task: Task, base_files: list[str]) -> dict[str, object]:
+    """What the trusted runner needs to know: the conftests it may load (the base commit's and
+    ``test_patch``'s), the test code, and the files to watch for changes during the run."""
+    tests = graded_test_files(task)
+    test_code = sorted({*tests, *(p for p in base_files if looks_like_test(p))})
+    conftests = sorted(p for p in {*base_files, *tests} if PurePosixPath(p).name == "conftest.py")
+    watch = sorted({*(p for p in tests if p.endswith(".py")), *conftests})
+    return {"conftests": conftests, "test_code": test_code, "watch": watch, "checks": True}
+
+
+def _apply(sandbox: Sandbox, path: str, patch: str, log: _Log) -> str | None:
     """Apply ``patch`` in the sandbox's repo; the error text if it does not apply."""
     if not patch.strip():
         return None
     sandbox.write_file(path, patch.encode("utf-8", errors="surrogateescape"))
-    options = "".join(f" --exclude={shlex.quote(pattern)}" for pattern in excludes)
-    command = f"git apply --verbose{options} {path}"
+    command = f"git apply --verbose {path}"
     result = sandbox.exec(command, _APPLY_TIMEOUT_S, _APPLY_OUTPUT_LIMIT)
     log.add(command, result.output)
     if result.exit_code == 0:
@@ -200,41 +259,20 @@ def _apply(sandbox: Sandbox, path: str, patch: str, excludes: list[str], log: _L
     return "; ".join(lines[:3]) or result.output.strip()[-500:] or f"exit code {result.exit_code}"
 
 
-def _crashed(exit_code: int, output: str) -> bool:
-    """The test process died mid-run: pytest's session started and never closed."""
+def _runner_trouble(report: RunnerReport) -> str | None:
+    """Why a run that the runner reported on cannot grade anything through no fault of the
+    patch, or None. Once the repository's code has run, every failure is the patch's."""
+    if not report.finished or report.repo_code_ran or report.exit_code in (0, 1, 2):
+        return None
+    meaning = {3: "pytest internal error", 4: "pytest usage error", 5: "no tests collected"}
+    what = meaning.get(report.exit_code, report.error or "not a pytest outcome")
     return (
-        exit_code not in _PYTEST_TROUBLE
-        and _SESSION_START.search(output) is not None
-        and _SESSION_END.search(output) is None
+        f"pytest exited with code {report.exit_code} ({what}) "
+        "before any of the repository's code ran"
     )
-
-
-def _runner_trouble(exit_code: int, output: str, any_outcome: bool) -> str | None:
-    """Why a finished test run cannot grade anything, or None when it can."""
-    collection_failed = exit_code == 2 or (exit_code == 4 and _PYTEST_NOT_FOUND in output)
-    if exit_code not in (0, 1) and not collection_failed:
-        meaning = {
-            3: "pytest internal error",
-            4: "pytest usage error",
-            5: "no tests collected",
-            126: "test command not executable",
-            127: "test command not found",
-        }.get(exit_code, "not a pytest outcome")
-        return f"the test command exited with code {exit_code} ({meaning})"
-    if not any_outcome and not collection_failed:
-        return (
-            f"the test log names no test (exit code {exit_code}); "
-            "does test_command run pytest with -rA?"
-        )
-    return None
 
 
 def _group(test_ids: list[str], tests: dict[str, str]) -> TestGroup:
     passed = [test_id for test_id in test_ids if tests[test_id] in PASSING]
     failed = [test_id for test_id in test_ids if tests[test_id] not in PASSING]
     return TestGroup(passed=passed, failed=failed)
-
-
-def _wildmatch_escape(path: str) -> str:
-    """``path`` as a git wildmatch pattern matching only itself."""
-    return "".join(f"\\{char}" if char in "*?[\\" else char for char in path)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ac_env.grading import GradeResult
+from ac_env.grading_runner import RUNNER_DIR
 from ac_env.tasks.model import Task
 
 swebench_grading = pytest.importorskip("swebench.harness.grading")
@@ -18,8 +19,7 @@ swebench_types = pytest.importorskip("swebench.types")
 
 def grading_run_log(task: Task, result: GradeResult) -> tuple[str, int]:
     """(pytest's output, exit code) of the grading run's test command, from its log."""
-    head = f"$ {task.test_command} "
-    start = result.log.index(head)
+    start = result.log.rindex("$ ", 0, result.log.index(f"{RUNNER_DIR}/boot.py"))
     body = result.log[start:].split("\n", 1)[1]
     output, _, tail = body.rpartition("\n[exit code ")
     return output, int(tail.split("]", 1)[0])

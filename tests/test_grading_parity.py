@@ -89,7 +89,7 @@ CASES = {
         0.0,
         "ERROR: not found:",
     ),
-    "crashed_run": (FIXED.replace("return a * b", "os._exit(1)"), 0.0, "crashed"),
+    "crashed_run": (FIXED.replace("return a * b", "os._exit(1)"), 0.0, "died"),
     "hang": (FIXED.replace("return a * b", "while True:\n        pass"), 0.0, "timed out"),
 }
 
