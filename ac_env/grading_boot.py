@@ -268,8 +268,10 @@ class Recorder:
                 if id(function) in self.checked_functions:
                     continue
                 code = getattr(function, "__code__", None)
-                real = isinstance(code, types.CodeType)
-                source = _realpath(code.co_filename) if real else "<no code>"
+                if isinstance(code, types.CodeType):
+                    source = _realpath(code.co_filename)
+                else:
+                    source = "<no code>"
                 inside = source.startswith(self.repo + os.sep) or not source.startswith(os.sep)
                 if inside and source != self.boot and source not in self.allowed:
                     found.append(os.path.relpath(source, self.repo))
