@@ -40,7 +40,7 @@ from ac_env.grading_runner import RunnerReport, TestCommandError, run_tests
 from ac_env.sandbox.base import Sandbox, SandboxError
 from ac_env.sandbox.output import cap_text
 from ac_env.tasks.model import Task
-from ac_env.test_log import PASSING
+from ac_env.test_log import PASSING, parse_pytest_log
 
 MISSING = "MISSING"
 """Outcome of a test the runner does not name (counts as failed)."""
@@ -174,6 +174,12 @@ def _grade_started(
         return GradeResult.infra(str(error), log.text())
     log.add(command, run.output + f"\n[exit code {run.exit_code}]\n")
     tampered += report.tampered
+    forged = _forged_passes(run.output, report, test_ids)
+    if forged:
+        tampered.append(
+            f"the log shows {len(forged)} graded test(s) passing that the runner did not see "
+            f"pass: {', '.join(forged[:3])}"
+        )
     if not report.started and not run.timed_out:
         return GradeResult.infra(
             f"the test runner did not start (exit code {run.exit_code}): "
@@ -216,6 +222,17 @@ def _grade_started(
         ignored=ignored,
         log=log.text(),
     )
+
+
+def _forged_passes(output: str, report: RunnerReport, test_ids: list[str]) -> list[str]:
+    """Graded tests the log's outcome lines call passing while the runner saw otherwise: text
+    printed to look like pytest's summary."""
+    claimed = parse_pytest_log(output)
+    return [
+        test_id
+        for test_id in test_ids
+        if claimed.get(test_id) in PASSING and report.outcomes.get(test_id) not in PASSING
+    ]
 
 
 def _listing(reasons: dict[str, str]) -> str:

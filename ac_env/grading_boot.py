@@ -42,7 +42,7 @@ _repr = repr
 _realpath = os.path.realpath
 _wrapper = pytest.hookimpl(hookwrapper=True, tryfirst=True)
 _WATCHED_PREFIXES = ("pytest", "_pytest", "pluggy")
-_OUTCOME_EXCEPTIONS = ("Skipped", "XFailed", "Failed", "Exit")
+_MAX_REASONS = 20
 
 
 def _emit(fd: int, nonce: str, kind: str, payload: str) -> None:
@@ -68,42 +68,44 @@ class Machinery:
             for name in _WATCHED_PREFIXES
             if getattr(sys.modules.get(name), "__file__", None)
         )
-        self.entries = self._entries()
-
-    def _entries(self) -> dict[str, tuple[int, int, str]]:
-        entries: dict[str, tuple[int, int, str]] = {}
+        self.entries: list[tuple[str, Any, str, Any, Any, Any]] = []
         for name, module in self.modules.items():
             for attr, value in list(vars(module).items()):
                 if isinstance(value, type) and value.__module__ == name:
                     for member, item in list(vars(value).items()):
-                        self._add(entries, f"{name}.{attr}.{member}", item)
-                self._add(entries, f"{name}.{attr}", value)
-        return entries
+                        self._add(f"{name}.{attr}", value.__dict__, member, item)
+                self._add(name, module.__dict__, attr, value)
 
-    @staticmethod
-    def _add(entries: dict[str, tuple[int, int, str]], key: str, value: Any) -> None:
-        function = getattr(value, "__func__", value)
-        if isinstance(value, property):
-            function = value.fget
+    def _add(self, owner: str, namespace: Any, attr: str, value: Any) -> None:
+        function = _function(value)
         code = getattr(function, "__code__", None)
-        code = code if isinstance(code, types.CodeType) else None
+        if not isinstance(code, types.CodeType):
+            function = code = None
         if callable(value) or code is not None:
-            source = _realpath(code.co_filename) if code is not None else ""
-            entries[key] = (id(value), id(code), source)
+            self.entries.append((owner, namespace, attr, value, function, code))
 
     def changes(self) -> list[str]:
-        swapped = [name for name, m in self.modules.items() if sys.modules.get(name) is not m]
-        now = self._entries()
-        changed = [
-            key
-            for key, ident in self.entries.items()
-            if now.get(key) != ident and not now.get(key, (0, 0, ""))[2].startswith(self.homes)
+        found = [
+            f"sys.modules[{name!r}] was replaced"
+            for name, module in self.modules.items()
+            if sys.modules.get(name) is not module
         ]
-        found = [f"sys.modules[{name!r}] was replaced" for name in swapped]
+        changed = []
+        for owner, namespace, attr, value, function, code in self.entries:
+            now = namespace.get(attr)
+            if now is value and (function is None or function.__code__ is code):
+                continue
+            new_code = getattr(_function(now), "__code__", None)
+            source = getattr(new_code, "co_filename", None)
+            if not isinstance(source, str) or not _realpath(source).startswith(self.homes):
+                changed.append(f"{owner}.{attr}")
         if changed:
-            shown = ", ".join(sorted(changed)[:5])
-            found.append(f"pytest's machinery was replaced: {shown}")
+            found.append(f"pytest's machinery was replaced: {', '.join(sorted(changed)[:5])}")
         return found
+
+
+def _function(value: Any) -> Any:
+    return value.fget if isinstance(value, property) else getattr(value, "__func__", value)
 
 
 class Recorder:
@@ -120,7 +122,9 @@ class Recorder:
         self.evidence: dict[str, dict[str, Any]] = {}
         self.outcomes: dict[str, str] = {}
         self.tampered: list[str] = []
+        self.seen: set[str] = set()
         self.checked_functions: set[int] = set()
+        self.plugins = -1
         self.pluginmanager: Any = None
         self.function_class: Any = None
 
@@ -133,13 +137,13 @@ class Recorder:
         self.function_class = _pytest.python.Function
 
     def pytest_collection_finish(self, session: Any) -> None:
-        self._check("during collection")
+        self._check("during collection", files=True)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_make_collect_report(self, collector: Any) -> None:
         path = str(getattr(collector, "path", getattr(collector, "fspath", "")))
         if path in self.hashes and _hash(path) != self.hashes[path]:
-            self._tamper(f"{os.path.relpath(path, self.repo)} changed on disk before collection")
+            self._tamper(f"{os.path.relpath(path, self.repo)} changed on disk", "before collection")
 
     @_wrapper
     def pytest_runtest_protocol(self, item: Any) -> Iterator[None]:
@@ -247,18 +251,21 @@ class Recorder:
 
     # -- integrity ---------------------------------------------------------------------------
 
-    def _check(self, when: str) -> None:
+    def _check(self, when: str, files: bool = False) -> None:
+        """Tampering so far: pytest's machinery (always), hooks (when plugins came or went),
+        and with ``files`` the watched files on disk."""
         if not self.checks:
             return
         for change in self.machinery.changes():
-            self._tamper(f"{change} ({when})")
-        if self.pluginmanager is not None:
-            for plugin in self._foreign_hooks():
-                self._tamper(f"a hook from {plugin} was registered ({when})")
-        for path, digest in self.hashes.items():
+            self._tamper(change, when)
+        for path, digest in self.hashes.items() if files else ():
             if _hash(path) != digest:
-                self._tamper(f"{os.path.relpath(path, self.repo)} changed on disk ({when})")
-                self.hashes[path] = _hash(path)
+                self._tamper(f"{os.path.relpath(path, self.repo)} changed on disk", when)
+        plugins = len(self.pluginmanager.get_plugins()) if self.pluginmanager else self.plugins
+        if plugins != self.plugins:
+            self.plugins = plugins
+            for plugin in self._foreign_hooks():
+                self._tamper(f"a hook from {plugin} was registered", when)
 
     def _foreign_hooks(self) -> list[str]:
         found = []
@@ -280,19 +287,13 @@ class Recorder:
         return sorted(set(found))
 
     def finish(self) -> None:
-        self._check("at the end of the session")
+        self._check("at the end of the session", files=True)
 
-    def repo_code_ran(self) -> bool:
-        for module in list(sys.modules.values()):
-            path = getattr(module, "__file__", None)
-            real = _realpath(path) if isinstance(path, str) else ""
-            if real.startswith(self.repo + os.sep) and real != self.boot:
-                return True
-        return False
-
-    def _tamper(self, reason: str) -> None:
-        if reason not in self.tampered:
-            self.tampered.append(reason)
+    def _tamper(self, reason: str, when: str = "") -> None:
+        """Note ``reason`` once (the first time it is seen, with when), at most 20 reasons."""
+        if reason not in self.seen and len(self.seen) < _MAX_REASONS:
+            self.seen.add(reason)
+            self.tampered.append(f"{reason} ({when})" if when else reason)
 
 
 def _plain_function(function: Any) -> bool:
@@ -325,6 +326,23 @@ def _hash(path: str) -> str:
         return "missing"
 
 
+def _watch_repo_code(repo: str, boot: str) -> list[str]:
+    """A list that gets the first file of the repository whose code is executed (an audit
+    hook: it sees modules whose import fails too, and cannot be removed)."""
+    ran: list[str] = []
+    inside = repo + os.sep
+
+    def audit(event: str, args: tuple[Any, ...]) -> None:
+        if ran or event != "exec":
+            return
+        filename = getattr(args[0], "co_filename", "")
+        if isinstance(filename, str) and filename.startswith(inside) and filename != boot:
+            ran.append(filename)
+
+    sys.addaudithook(audit)
+    return ran
+
+
 def _import_default_plugins() -> None:
     """Import pytest's own plugins now, so that their identity is noted before any other code."""
     import importlib
@@ -355,19 +373,24 @@ def main() -> None:
     repo = _realpath(os.getcwd())
     extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[0:0] = [repo, *(os.path.join(repo, p) for p in extra)]
-    recorder = Recorder(job, repo, _realpath(__file__), machinery)
+    boot = _realpath(__file__)
+    recorder = Recorder(job, repo, boot, machinery)
+    ran = _watch_repo_code(repo, boot)
     error = ""
     try:
         exit_code = int(pytest.main(list(job["args"]), plugins=[recorder]))
     except BaseException as caught:
         exit_code, error = -1, f"{type(caught).__name__}: {caught}"[:500]
-    recorder.finish()
+    try:
+        recorder.finish()
+    except Exception as caught:
+        recorder.tampered.append(f"the runner's own checks failed: {caught!r}"[:500])
     report = {
         "exit_code": exit_code,
         "error": error,
         "outcomes": recorder.outcomes,
         "tampered": recorder.tampered,
-        "repo_code_ran": recorder.repo_code_ran(),
+        "repo_code_ran": bool(ran),
     }
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
