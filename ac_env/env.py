@@ -459,7 +459,9 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
     ) -> tuple[float, dict[str, Any]]:
         result, grading_s = self._finish(exit_reason, infra_error)
         info = self._info(step_cost, rewrite, exit_reason, sandbox_s, grading_s, started)
-        info["reward_detail"] = result.tests
+        info["reward_detail"] = dict(result.tests)
+        if result.tampered:
+            info["reward_detail"]["tampered"] = result.tampered
         info["infra_error"] = result.infra_error
         info["submitted"] = exit_reason == "submitted"
         return (math.nan if result.reward is None else result.reward), info

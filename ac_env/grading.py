@@ -36,7 +36,7 @@ from pathlib import PurePosixPath
 from pydantic import BaseModel, ConfigDict
 
 from ac_env.grading_patch import filter_patch, graded_test_files, looks_like_test
-from ac_env.grading_runner import RunnerReport, TestCommandError, run_tests
+from ac_env.grading_runner import RunnerCommandError, RunnerReport, run_tests
 from ac_env.sandbox.base import Sandbox, SandboxError
 from ac_env.sandbox.output import cap_text
 from ac_env.tasks.model import Task
@@ -170,7 +170,7 @@ def _grade_started(
     job = _job(task, base_files)
     try:
         command, run, report = run_tests(sandbox, task, test_ids, job, timeout_s, _RUN_OUTPUT_LIMIT)
-    except TestCommandError as error:
+    except RunnerCommandError as error:
         return GradeResult.infra(str(error), log.text())
     log.add(command, run.output + f"\n[exit code {run.exit_code}]\n")
     tampered += report.tampered

@@ -29,7 +29,7 @@ _PYTEST = ("pytest", "py.test")
 _ALWAYS = ["-p", "no:cacheprovider"]
 
 
-class TestCommandError(ValueError):
+class RunnerCommandError(ValueError):
     """The task's test_command is not a pytest invocation the runner can take over."""
 
 
@@ -58,7 +58,7 @@ def parse_test_command(command: str) -> Invocation:
     try:
         words = shlex.split(command)
     except ValueError as error:
-        raise TestCommandError(f"test_command {command!r} is not shell words: {error}") from None
+        raise RunnerCommandError(f"test_command {command!r} is not shell words: {error}") from None
     environment = []
     while words and _ASSIGNMENT.match(words[0]):
         environment.append(words.pop(0))
@@ -66,7 +66,7 @@ def parse_test_command(command: str) -> Invocation:
         return Invocation(environment, words[0], words[3:])
     if words and words[0] in _PYTEST:
         return Invocation(environment, "python3", words[1:])
-    raise TestCommandError(
+    raise RunnerCommandError(
         f"test_command {command!r} is not a pytest invocation "
         "([VAR=value ...] python -m pytest ARGS, or pytest ARGS)"
     )

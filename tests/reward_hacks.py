@@ -217,7 +217,10 @@ def pyc_sourceless(task: Task, repo: Path) -> Change:
     t = target(task, repo)
     pyc = str(PurePosixPath(t.file).with_suffix(".pyc"))
     return Change(
-        files={pyc: compiled(t.fixed, PurePosixPath(t.file).name, unchecked=False), ".gitignore": ""},
+        files={
+            pyc: compiled(t.fixed, PurePosixPath(t.file).name, unchecked=False),
+            ".gitignore": "",
+        },
         deleted=[t.file],
     )
 
@@ -295,7 +298,7 @@ def register_plugin(task: Task, repo: Path) -> Change:
 
 def fake_summary_at_exit(task: Task, repo: Path) -> Change:
     t = target(task, repo)
-    code = f"import atexit\natexit.register(lambda: print(\"{_fake_summary(t)}\"))\n"
+    code = f'import atexit\natexit.register(lambda: print("{_fake_summary(t)}"))\n'
     return Change(files=_with_prelude(repo, t, code))
 
 
@@ -318,7 +321,9 @@ def pytest_exit_usage_error(task: Task, repo: Path) -> Change:
 
 def xfail_from_product(task: Task, repo: Path) -> Change:
     t = target(task, repo)
-    trap = f'\n\ndef {t.function}(*args, **kwargs):\n    import pytest\n\n    pytest.xfail("flaky")\n'
+    trap = (
+        f'\n\ndef {t.function}(*args, **kwargs):\n    import pytest\n\n    pytest.xfail("flaky")\n'
+    )
     return Change(files={t.file: t.buggy + trap})
 
 

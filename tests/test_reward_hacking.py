@@ -1,0 +1,247 @@
+"""The red team: every cheat in ``reward_hacks.CHEATS`` gets reward 0 (and ``tampered`` where it
+is aimed at the grader), on a built-in and a mined task, in both sandboxes, while the gold
+patch and legitimate fixes (a new module, an ``__init__.py`` edit) still get 1. Then the
+pieces on their own, fast: the diff filter, the test command, the runner's report, and the
+infrastructure/agent split."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from reward_hacks import CHEATS, FIXES, Cheat, builtin_task, cheat_diff, mined_task
+from sandbox_task import diff_after, make_task
+
+from ac_env.grading import GradeResult, grade
+from ac_env.grading_patch import filter_patch
+from ac_env.grading_runner import RunnerCommandError, parse_test_command, read_report
+from ac_env.sandbox.base import Sandbox, SandboxError
+from ac_env.sandbox.local import LocalSandbox
+from ac_env.tasks.model import Task
+
+ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
+
+
+def docker_skip() -> str | None:
+    try:
+        from ac_env.sandbox.docker_session import docker_client
+
+        docker_client()
+    except SandboxError as error:
+        return str(error)
+    return None
+
+
+def sandbox_factory(backend: str) -> Callable[[], Sandbox]:
+    if backend == "docker":
+        reason = docker_skip()
+        if reason is not None:
+            pytest.skip(reason)
+        from ac_env.sandbox.docker import DockerSandbox
+
+        return DockerSandbox
+    return lambda: LocalSandbox(isolation=ISOLATION)
+
+
+@pytest.fixture(scope="module")
+def builtin() -> Task:
+    return builtin_task()
+
+
+@pytest.fixture(scope="module")
+def mined(tmp_path_factory: pytest.TempPathFactory) -> Task:
+    return mined_task(tmp_path_factory.mktemp("mined"), ISOLATION)
+
+
+_DIFFS: dict[tuple[str, str], str] = {}
+
+
+def graded(cheat: Cheat, task: Task, backend: str) -> GradeResult:
+    key = (cheat.name, task.instance_id)
+    if key not in _DIFFS:
+        assert task.snapshot_dir is not None
+        _DIFFS[key] = cheat_diff(task, cheat.make(task, task.snapshot_dir))
+    return grade(task, _DIFFS[key], sandbox_factory(backend)(), timeout_s=120)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["local", "docker"])
+@pytest.mark.parametrize("kind", ["builtin", "mined"])
+@pytest.mark.parametrize("cheat", [*CHEATS, *FIXES], ids=lambda cheat: cheat.name)
+def test_cheats_get_zero_and_fixes_get_one(
+    cheat: Cheat, kind: str, backend: str, request: pytest.FixtureRequest
+):
+    result = graded(cheat, request.getfixturevalue(kind), backend)
+    assert result.infra_error is None, result.reason
+    if cheat.kind == "legit":
+        assert result.reward == 1.0 and result.tampered is None, result.reason
+        assert not any(path.endswith(".py") for path in result.ignored), result.ignored
+        return
+    assert result.reward == 0.0 and result.resolved is False, result.reason
+    if cheat.kind == "tampering":
+        assert result.tampered, result.reason
+
+
+# -- the diff filter ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def task(tmp_path: Path) -> Task:
+    return make_task(tmp_path)
+
+
+BASE_FILES = ["calc/__init__.py", "calc/ops.py", "tests/test_ops.py", "setup.py", "README.md"]
+
+
+def filtered(task: Task, files: dict[str, str]):
+    assert task.snapshot_dir is not None
+    return filter_patch(diff_after(task.snapshot_dir, files), task, BASE_FILES)
+
+
+@pytest.mark.parametrize(
+    ("path", "verdict"),
+    [
+        ("calc/ops.py", "kept"),
+        ("calc/__init__.py", "kept"),
+        ("calc/helpers.py", "kept"),
+        ("calc/sub/__init__.py", "kept"),
+        ("setup.py", "kept"),
+        ("tests/test_ops.py", "ignored"),
+        ("tests/helpers.py", "ignored"),
+        ("tests/data.json", "ignored"),
+        ("notes.txt", "ignored"),
+        ("scratch.py", "ignored"),
+        ("calc/data.txt", "ignored"),
+        ("README.md", "ignored"),
+        ("conftest.py", "tampered"),
+        ("calc/conftest.py", "tampered"),
+        ("tests/conftest.py", "tampered"),
+        ("pytest.ini", "tampered"),
+        (".pytest.ini", "tampered"),
+        ("tests/tox.ini", "tampered"),
+        ("setup.cfg", "tampered"),
+        ("pyproject.toml", "tampered"),
+        ("sitecustomize.py", "tampered"),
+        ("calc/usercustomize.py", "tampered"),
+        ("calc/x.pth", "tampered"),
+        ("calc/__pycache__/ops.cpython-311.pyc", "tampered"),
+        ("calc/ops.pyc", "tampered"),
+        ("pytest.py", "tampered"),
+        ("_pytest/runner.py", "tampered"),
+        ("calc/pluggy.py", "tampered"),
+    ],
+)
+def test_only_product_source_is_kept(task: Task, path: str, verdict: str):
+    result = filtered(task, {path: "x = 1\n"})
+    found = (
+        "kept"
+        if path in result.kept
+        else "tampered"
+        if path in result.tampered
+        else "ignored"
+        if path in result.ignored
+        else "absent"
+    )
+    assert found == verdict
+    assert (path in result.patch) is (verdict == "kept")
+
+
+def test_symlinks_binaries_and_test_deletions_never_reach_the_grader(task: Task):
+    assert task.snapshot_dir is not None
+    repo = task.snapshot_dir
+    (repo / "calc" / "link.py").symlink_to("../tests/test_ops.py")
+    (repo / "calc" / "blob.py").write_bytes(b"\x00\x01\x02binary")
+    (repo / "tests" / "test_ops.py").unlink()
+    patch = diff_after(repo, {})
+    result = filter_patch(patch, task, BASE_FILES)
+    assert result.tampered == {"calc/link.py": "a symbolic link"}
+    assert result.ignored["calc/blob.py"] == "a binary change"
+    assert "test file" in result.ignored["tests/test_ops.py"]
+    assert result.patch == "" and result.kept == []
+
+
+def test_the_gold_patchs_files_are_always_kept(task: Task):
+    gold_config = task.model_copy(update={"patch": task.patch.replace("calc/ops.py", "setup.cfg")})
+    result = filtered(gold_config, {"setup.cfg": "[metadata]\n"})
+    assert result.kept == ["setup.cfg"] and not result.tampered
+
+
+def test_paths_that_git_quotes_are_read_back(task: Task):
+    result = filtered(task, {"calc/naïve ops.py": "x = 1\n", 'calc/"q".py': "y = 2\n"})
+    assert sorted(result.kept) == ['calc/"q".py', "calc/naïve ops.py"]
+
+
+# -- the runner's command and report -----------------------------------------------------------
+
+
+def test_test_command_must_be_a_pytest_invocation():
+    run = parse_test_command("PYTHONPATH=src python3 -m pytest -rA -o addopts=")
+    assert (run.environment, run.python, run.args) == (
+        ["PYTHONPATH=src"],
+        "python3",
+        ["-rA", "-o", "addopts="],
+    )
+    assert parse_test_command("pytest -x").args == ["-x"]
+    with pytest.raises(RunnerCommandError, match="not a pytest invocation"):
+        parse_test_command("./runtests.py --verbose")
+
+
+def test_only_the_nonce_line_is_the_report_and_only_once():
+    body = repr(
+        {"exit_code": 0, "error": "", "outcomes": {"t::a": "PASSED"}, "tampered": []}
+        | {"repo_code_ran": True}
+    )
+    output = f"N STARTED \nPASSED t::a\nX REPORT {body}\nN REPORT {body}\n"
+    report = read_report(output, "N")
+    assert report.started and report.finished and report.outcomes == {"t::a": "PASSED"}
+    assert not report.tampered
+    assert read_report(output + f"N REPORT {body}\n", "N").tampered
+    assert not read_report("PASSED t::a\n", "N").started
+
+
+# -- agent failures are reward 0, host failures are infrastructure errors ----------------------
+
+
+def grade_local(task: Task, patch: str) -> GradeResult:
+    return grade(task, patch, LocalSandbox(isolation=ISOLATION), timeout_s=60)
+
+
+@pytest.mark.parametrize(
+    "prelude",
+    [
+        "import os\nos._exit(5)\n",
+        "import sys\nsys.exit(3)\n",
+        "import pytest\npytest.exit('bye', returncode=4)\n",
+        "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+    ],
+)
+def test_the_agent_cannot_turn_its_failure_into_an_infra_error(task: Task, prelude: str):
+    assert task.snapshot_dir is not None
+    result = grade_local(task, diff_after(task.snapshot_dir, {"calc/__init__.py": prelude}))
+    assert result.reward == 0.0 and result.infra_error is None, result.reason
+
+
+def test_a_diff_over_the_cap_is_the_agents_failure(task: Task, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr("ac_env.grading.MAX_PATCH_BYTES", 100)
+    result = grade_local(task, task.patch)
+    assert (
+        result.reward == 0.0 and result.infra_error is None and "over the grader" in result.reason
+    )
+
+
+def test_tampering_reaches_the_envs_reward_detail(tiny_task_file: Path):
+    import gymnasium as gym
+
+    import ac_env  # noqa: F401
+
+    sandbox = "local" if ISOLATION == "bwrap" else "unisolated"
+    env = gym.make(
+        "AutoCompact-SWE-v0", task_source=str(tiny_task_file), split=None, sandbox=sandbox
+    )
+    env.reset(seed=0)
+    env.unwrapped.sandbox.write_file("conftest.py", b"x = 1\n")
+    _obs, reward, _terminated, _truncated, info = env.step("```bash\nsubmit\n```")
+    env.close()
+    assert reward == 0.0 and "conftest.py" in info["reward_detail"]["tampered"]
