@@ -10,7 +10,7 @@ modules the graded ids name, and test-looking paths), scratch files outside the 
 directories, non-``.py`` new files and binary changes. Dropped as tampering (``tampered``):
 what can only be aimed at the grader: pytest configuration files and ``conftest.py``, Python
 start-up hooks (``sitecustomize.py``, ``usercustomize.py``, ``.pth``), bytecode, symbolic
-links, and modules named like pytest's own.
+links, and new top-level modules named like pytest's own.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from ac_env.tasks.model import Task
 PYTEST_CONFIGS = frozenset({"pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg"})
 """Files pytest reads its configuration from, in any directory it may look in."""
 STARTUP_HOOKS = frozenset({"sitecustomize.py", "usercustomize.py"})
-PYTEST_MODULES = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig", "conftest"})
-"""Top-level module names whose shadowing would replace the test runner itself."""
+PYTEST_MODULES = frozenset({"pytest", "_pytest", "pluggy", "py", "iniconfig"})
+"""Top-level module names whose shadowing would replace the test runner itself (a new one is
+tampering; the project's own, for pytest's repository, is product source)."""
 TEST_DIRS = frozenset({"tests", "test", "testing"})
 BYTECODE_SUFFIXES = (".pyc", ".pyo")
 SYMLINK_MODE = "120000"
@@ -137,9 +138,10 @@ def filter_patch(patch: str, task: Task, base_files: list[str]) -> FilteredPatch
     tests = graded_test_files(task)
     source_dirs = _source_dirs(base_files, tests)
     tracked = set(base_files)
+    tops = {PurePosixPath(path).parts[0] for path in base_files}
     kept_text: list[str] = []
     for change in split_diff(patch):
-        tampering = _tampering(change, gold)
+        tampering = _tampering(change, gold, tops)
         if tampering is not None:
             result.tampered[change.path] = tampering
             continue
@@ -153,7 +155,7 @@ def filter_patch(patch: str, task: Task, base_files: list[str]) -> FilteredPatch
     return result
 
 
-def _tampering(change: FileChange, gold: set[str]) -> str | None:
+def _tampering(change: FileChange, gold: set[str], tops: set[str]) -> str | None:
     parts = PurePosixPath(change.path).parts
     name = parts[-1]
     if SYMLINK_MODE in change.modes:
@@ -166,7 +168,8 @@ def _tampering(change: FileChange, gold: set[str]) -> str | None:
         return "a pytest conftest.py"
     if name in PYTEST_CONFIGS and change.path not in gold:
         return "a pytest configuration file"
-    if change.created and any(PurePosixPath(p).stem in PYTEST_MODULES for p in parts):
+    top = parts[0]
+    if change.created and top not in tops and PurePosixPath(top).stem in PYTEST_MODULES:
         return "a module named like the test runner's own"
     return None
 
