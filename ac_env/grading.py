@@ -152,11 +152,9 @@ def _grade_started(
     except ValueError as error:
         return _agent_failure(f"patch does not apply: {error}", log)
     if filtered.tampered:
-        log.add(
-            "# left out as tampering", "".join(f"{p}: {r}\n" for p, r in filtered.tampered.items())
-        )
+        log.add("# left out as tampering", _listing(filtered.tampered))
     if filtered.ignored:
-        log.add("# left out", "".join(f"{p}: {r}\n" for p, r in filtered.ignored.items()))
+        log.add("# left out", _listing(filtered.ignored))
     tampered = [f"{path}: {reason}" for path, reason in filtered.tampered.items()]
     ignored = dict(filtered.ignored)
     apply_error = _apply(sandbox, _MODEL_PATCH, filtered.patch, log)

@@ -265,27 +265,35 @@ class Recorder:
         plugins = len(self.pluginmanager.get_plugins()) if self.pluginmanager else self.plugins
         if plugins != self.plugins:
             self.plugins = plugins
-            for plugin in self._foreign_hooks():
-                self._tamper(f"a hook from {plugin} was registered", when)
+            for plugin in self._foreign_plugins():
+                self._tamper(f"a plugin or hook from {plugin} was registered", when)
 
-    def _foreign_hooks(self) -> list[str]:
-        found = []
+    def _foreign_plugins(self) -> list[str]:
+        """Files of the repository, other than allowed conftests, that registered a plugin
+        (a module) or a hook implementation."""
+        found = [
+            _realpath(str(plugin.__file__))
+            for plugin in self.pluginmanager.get_plugins()
+            if isinstance(plugin, types.ModuleType) and getattr(plugin, "__file__", None)
+        ]
         for caller in list(vars(self.pluginmanager.hook).values()):
             for impl in getattr(caller, "get_hookimpls", list)():
                 function = impl.function
                 if id(function) in self.checked_functions:
                     continue
+                self.checked_functions.add(id(function))
                 code = getattr(function, "__code__", None)
-                if isinstance(code, types.CodeType):
-                    source = _realpath(code.co_filename)
-                else:
-                    source = "<no code>"
-                inside = source.startswith(self.repo + os.sep) or not source.startswith(os.sep)
-                if inside and source != self.boot and source not in self.allowed:
-                    found.append(os.path.relpath(source, self.repo))
-                else:
-                    self.checked_functions.add(id(function))
-        return sorted(set(found))
+                source = code.co_filename if isinstance(code, types.CodeType) else ""
+                found.append(_realpath(source) if source else "")
+        return sorted(
+            {
+                os.path.relpath(source, self.repo) if source else "code without a file"
+                for source in found
+                if (source.startswith(self.repo + os.sep) or not source.startswith(os.sep))
+                and source not in self.allowed
+                and source != self.boot
+            }
+        )
 
     def finish(self) -> None:
         self._check("at the end of the session", files=True)
