@@ -119,7 +119,7 @@ def test_test_patch_that_does_not_apply_is_an_infra_error(task: Task):
     ("test_command", "expected"),
     [
         ("python3 -m no_such_runner", "not a pytest invocation"),
-        ("no-such-python3 -m pytest -rA", "did not start (exit code 127)"),
+        ("/no/such/python3 -m pytest -rA", "did not start (exit code 127)"),
         ("python3 -m pytest -rA -p no:cacheprovider --no-such-option", "code 4"),
     ],
 )
