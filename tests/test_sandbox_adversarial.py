@@ -294,6 +294,8 @@ def test_editing_the_tests_does_not_pass_grading(
     cheated = grade(task, cheat, fresh(), timeout_s=60)
     assert cheated.reward == 0.0 and cheated.patch_applied
     assert cheated.fail_to_pass.failed == task.FAIL_TO_PASS
-    box.exec("sed -i 's/a - b/a + b/' calc/ops.py", 10, 1000)
+    assert "conftest.py" in (cheated.tampered or "")
+    # a planted conftest is tampering even beside a real fix; edited tests are only ignored
+    box.exec("rm conftest.py && sed -i 's/a - b/a + b/' calc/ops.py", 10, 1000)
     fixed = grade(task, box.diff(), fresh(), timeout_s=60)
     assert fixed.reward == 1.0, fixed.reason
