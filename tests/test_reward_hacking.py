@@ -80,7 +80,7 @@ def test_cheats_get_zero_and_fixes_get_one(
         assert not any(path.endswith(".py") for path in result.ignored), result.ignored
         return
     assert result.reward == 0.0 and result.resolved is False, result.reason
-    if cheat.kind == "tampering":
+    if cheat.kind == "tampering" and kind not in cheat.inert:
         assert result.tampered, result.reason
 
 
