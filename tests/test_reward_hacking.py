@@ -231,7 +231,7 @@ def test_a_diff_over_the_cap_is_the_agents_failure(task: Task, monkeypatch: pyte
     )
 
 
-def test_tampering_reaches_the_envs_reward_detail(tiny_task_file: Path):
+def submit_after(tiny_task_file: Path, path: str, data: bytes) -> tuple[float, dict]:
     import gymnasium as gym
 
     import ac_env  # noqa: F401
@@ -241,7 +241,20 @@ def test_tampering_reaches_the_envs_reward_detail(tiny_task_file: Path):
         "AutoCompact-SWE-v0", task_source=str(tiny_task_file), split=None, sandbox=sandbox
     )
     env.reset(seed=0)
-    env.unwrapped.sandbox.write_file("conftest.py", b"x = 1\n")
+    env.unwrapped.sandbox.write_file(path, data)
     _obs, reward, _terminated, _truncated, info = env.step("```bash\nsubmit\n```")
     env.close()
+    return float(reward), info
+
+
+def test_tampering_reaches_the_envs_reward_detail(tiny_task_file: Path):
+    reward, info = submit_after(tiny_task_file, "conftest.py", b"x = 1\n")
     assert reward == 0.0 and "conftest.py" in info["reward_detail"]["tampered"]
+
+
+def test_a_workspace_too_large_to_diff_is_the_agents_failure(
+    tiny_task_file: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr("ac_env.sandbox.local.MAX_DIFF_BYTES", 10_000)
+    reward, info = submit_after(tiny_task_file, "big.txt", b"x" * 20_000)
+    assert reward == 0.0 and info["infra_error"] is None
