@@ -192,7 +192,8 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
                 ``tokens_after``, ``summary``;
 
                 at the end, ``submitted`` (the policy asked for it), ``reward_detail``
-                (test id -> outcome of the grading run) and ``infra_error`` (None, or what
+                (test id -> outcome of the grading run, and ``tampered``: what grading found
+                aimed at the grader, when it found any) and ``infra_error`` (None, or what
                 failed on the host side).
 
         Raises:

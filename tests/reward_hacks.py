@@ -454,8 +454,8 @@ def mined_task(root: Path, isolation: str) -> Task:
     """One task mined from the tiny ``minilib`` sdist (``mined_sdist``), offline."""
     from mined_sdist import good_sdist
 
+    from ac_env.mining.build import BuildOptions, build
     from ac_env.tasks import load_tasks
-    from ac_env.tasks.mined.build import BuildOptions, build
 
     options = {"out": root / "mined", "isolation": isolation, "progress": False}
     build([str(good_sdist(root))], BuildOptions.model_validate({**options, "max_tasks": 1}))
