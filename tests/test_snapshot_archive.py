@@ -18,7 +18,11 @@ from sandbox_task import make_task
 from ac_env.sandbox.archive_check import UnsafeArchiveError, check_archive
 from ac_env.sandbox.base import SandboxError
 from ac_env.sandbox.local import LocalSandbox
-from ac_env.sandbox.workspace_archive import SnapshotTooLargeError, pack_directories
+from ac_env.sandbox.workspace_archive import (
+    SnapshotTooLargeError,
+    pack_directories,
+    relative_link,
+)
 
 try:
     from ac_env.sandbox.docker_session import docker_client
@@ -51,11 +55,28 @@ def test_the_archive_check_passes_what_snapshots_hold(tmp_path):
     (repo / "pkg" / "back").symlink_to("..")
     (repo / "pkg" / "dangling").symlink_to("missing/x")
     (tmp / "home").symlink_to(".")
-    archive = pack_directories({"repo": repo, "tmp": tmp}, 1 << 20)
+    (tmp / "current").symlink_to("/tmp/home")  # into its own part's mount point
+    archive = pack_directories({"repo": repo, "tmp": tmp}, {"repo": "/w", "tmp": "/tmp"}, 1 << 20)
     check_archive(archive)
     with tarfile.open(fileobj=io.BytesIO(archive)) as source:
         kinds = {m.name: m.type for m in source}
     assert kinds["repo/hard.py"] == tarfile.REGTYPE and "repo/fifo" not in kinds
+    with tarfile.open(fileobj=io.BytesIO(archive)) as source:
+        assert source.getmember("tmp/current").linkname == "home"
+
+
+@pytest.mark.parametrize(
+    ("name", "target", "mount", "stored"),
+    [
+        ("tmp/p/pytest-current", "/tmp/p/pytest-0", "/tmp", "pytest-0"),
+        ("repo/a/abs.py", "/testbed/calc/ops.py", "/testbed", "../calc/ops.py"),
+        ("repo/a.py", "/testbed/../etc/passwd", "/testbed", "/testbed/../etc/passwd"),
+        ("repo/a.py", "/usr/bin/python3", "/testbed", "/usr/bin/python3"),
+        ("repo/a.py", "rel/x", "/testbed", "rel/x"),
+    ],
+)
+def test_absolute_links_into_their_own_part_are_stored_relative(name, target, mount, stored):
+    assert relative_link(name, target, mount) == stored
 
 
 @pytest.fixture(scope="module")
@@ -149,6 +170,25 @@ def test_a_compromised_containers_snapshot_is_refused_by_both_backends(started, 
         for target in (local, box):
             with pytest.raises(UnsafeArchiveError, match="symbolic link to the absolute"):
                 target.restore(archive)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_links_pytest_writes_in_tmp_survive_a_snapshot(tmp_path, backend):
+    """pytest's ``tmp_path`` leaves ``/tmp/pytest-of-USER/pytest-current``, an absolute link
+    into /tmp: a snapshot after any test run holds one, and must restore."""
+    from ac_env.sandbox.docker import DockerSandbox
+
+    task = make_task(tmp_path / "task")
+    make = "mkdir -p /tmp/p/x0 && echo t > /tmp/p/x0/f && ln -s /tmp/p/x0 /tmp/p/x-current"
+    make += ' && ln -s "$PWD/calc/ops.py" abs.py'
+    with DockerSandbox() if backend == "docker" else LocalSandbox() as box:
+        box.start(task)
+        assert box.exec(make, 10, 1000).exit_code == 0
+        archive = box.snapshot()
+        box.exec("rm -rf /tmp/p abs.py", 10, 1000)
+        box.restore(archive)
+        shown = box.exec("cat /tmp/p/x-current/f; readlink abs.py; head -c 3 abs.py", 10, 1000)
+        assert shown.output == "t\ncalc/ops.py\n" + box.read_file("calc/ops.py").decode()[:3]
 
 
 @needs_docker

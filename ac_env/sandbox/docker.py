@@ -309,7 +309,9 @@ class DockerSandbox:
                     state, ARCHIVE, {}, 0, what, _SETUP_TIMEOUT_S, [path], into=parts[part]
                 )
             return merge_archives(
-                {part: out.file for part, out in parts.items()}, self._max_snapshot_bytes
+                {part: out.file for part, out in parts.items()},
+                {"repo": state.workdir, "tmp": "/tmp"},
+                self._max_snapshot_bytes,
             )
         finally:
             for out in parts.values():

@@ -447,8 +447,9 @@ class LocalSandbox:
         past ``max_snapshot_mb``."""
         workspace = self._started()
         parts = {"repo": workspace.repo, "tmp": workspace.root / "tmp"}
+        mount_points = {"repo": workspace.workdir, "tmp": "/tmp"}
         try:
-            return pack_directories(parts, self._max_snapshot_bytes)
+            return pack_directories(parts, mount_points, self._max_snapshot_bytes)
         except OSError as error:
             raise SandboxError(f"could not archive the workspace: {error}") from error
 

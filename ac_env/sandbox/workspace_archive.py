@@ -64,10 +64,14 @@ class CappedFile:
         self.file.close()
 
 
-def pack_directories(directories: Mapping[str, Path], max_bytes: int) -> bytes:
+def pack_directories(
+    directories: Mapping[str, Path], mount_points: Mapping[str, str], max_bytes: int
+) -> bytes:
     """Each directory's tree under its part name (a key of ``PARTS``). Symlinks are stored as
-    links, never followed. Fails before writing anything when the regular files alone pass
-    ``max_bytes``, and while writing when the archive does."""
+    links, never followed; an absolute one into its own part's mount point (``mount_points``:
+    where commands see each part) is stored relative (``relative_link``). Fails before writing
+    anything when the regular files alone pass ``max_bytes``, and while writing when the
+    archive does."""
     for part in directories:
         _check_part(part)
     _check_total_size(directories, max_bytes)
@@ -75,16 +79,20 @@ def pack_directories(directories: Mapping[str, Path], max_bytes: int) -> bytes:
     try:
         with tarfile.open(fileobj=output, mode="w", format=tarfile.PAX_FORMAT) as archive:
             for part, directory in directories.items():
-                archive.add(str(directory), arcname=part, filter=_content_of(part, directory))
+                content = _content_of(part, directory, mount_points[part])
+                archive.add(str(directory), arcname=part, filter=content)
         return output.contents()
     finally:
         output.close()
 
 
-def merge_archives(parts: Mapping[str, IO[bytes]], max_bytes: int) -> bytes:
+def merge_archives(
+    parts: Mapping[str, IO[bytes]], mount_points: Mapping[str, str], max_bytes: int
+) -> bytes:
     """One archive holding each of ``parts`` (files holding archives of a directory's contents,
     members named ``.`` and ``./...`` as ``tar -C DIR -cf - .`` writes them) under its part
-    name; fifos and devices are left out, as ``pack_directories`` leaves them out."""
+    name; fifos and devices are left out and absolute links into a part's own mount point made
+    relative, as ``pack_directories`` does."""
     output = CappedFile(max_bytes, "the workspace archive")
     try:
         with tarfile.open(fileobj=output, mode="w", format=tarfile.PAX_FORMAT) as merged:
@@ -99,6 +107,10 @@ def merge_archives(parts: Mapping[str, IO[bytes]], max_bytes: int) -> bytes:
                         member.name = _under(part, member.name)
                         if member.islnk():
                             member.linkname = _under(part, member.linkname)
+                        if member.issym():
+                            member.linkname = relative_link(
+                                member.name, member.linkname, mount_points[part]
+                            )
                         merged.addfile(member, content)
         return output.contents()
     except tarfile.TarError as error:
@@ -138,14 +150,33 @@ def _check_total_size(directories: Mapping[str, Path], max_bytes: int) -> None:
         )
 
 
-def _content_of(part: str, directory: Path):  # type: ignore[no-untyped-def]
+def relative_link(name: str, target: str, mount_point: str) -> str:
+    """The target of the archived link ``name`` (``part/...``) as a relative path when it is
+    absolute and lies under ``mount_point``, where commands see the link's part; any other
+    target unchanged. Tools write such links in the course of ordinary work (pytest's
+    ``/tmp/pytest-of-USER/pytest-current``); made relative they restore in either backend,
+    while an absolute link anywhere else is refused at restore (``archive_check``)."""
+    if not target.startswith("/"):
+        return target
+    resolved = PurePosixPath(os.path.normpath(target))
+    mount = PurePosixPath(mount_point)
+    if not resolved.is_relative_to(mount):
+        return target
+    inside = PurePosixPath(*PurePosixPath(name).parts[:1], resolved.relative_to(mount))
+    return os.path.relpath(inside, PurePosixPath(name).parent)
+
+
+def _content_of(part: str, directory: Path, mount_point: str):  # type: ignore[no-untyped-def]
     """A ``TarFile.add`` filter: a hard link becomes a copy of the file it names, special files
-    are left out, everything is root's (a container restores it as its root, which may not
-    chown; a local sandbox gives it to its own user)."""
+    are left out, absolute links into the part's mount point become relative, everything is
+    root's (a container restores it as its root, which may not chown; a local sandbox gives it
+    to its own user)."""
 
     def content(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
         info.uid = info.gid = 0
         info.uname = info.gname = ""
+        if info.issym():
+            info.linkname = relative_link(info.name, info.linkname, mount_point)
         if info.islnk():
             relative = PurePosixPath(info.name).relative_to(part)
             info.type, info.linkname = tarfile.REGTYPE, ""
