@@ -4,7 +4,9 @@ Terminal format (one action per response):
 - exactly one ```` ```bash ```` block runs its command;
 - a bash block whose command is exactly ``submit`` ends the episode;
 - a response that starts with ``# Auto Context Summary`` is a compaction whose summary is the
-  whole response.
+  whole response;
+- a bash block whose command is exactly ``compact`` is a bare compaction call (the
+  ``tool_call`` compaction protocol: the environment then asks for the summary).
 Anything else (no action, several actions, not a string) is a ``FormatError``: the
 environment shows its message as the observation and counts the step; nothing raises.
 """
@@ -19,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 SUMMARY_HEADER = "# Auto Context Summary"
 SUBMIT_COMMAND = "submit"
+COMPACT_COMMAND = "compact"
 
 _BASH_BLOCK = re.compile(r"```bash[ \t]*\n(.*?)\n?```", re.DOTALL)
 _ANY_FENCE = re.compile(r"```")
@@ -42,6 +45,16 @@ class Compact(BaseModel):
         return self.summary
 
 
+class CompactCall(BaseModel):
+    """A bare ``compact`` call, without a summary (see ``ac_env.compaction.protocol``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["compact_call"] = "compact_call"
+
+    def render(self) -> str:
+        return f"```bash\n{COMPACT_COMMAND}\n```"
+
+
 class Submit(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: Literal["submit"] = "submit"
@@ -50,9 +63,9 @@ class Submit(BaseModel):
         return f"```bash\n{SUBMIT_COMMAND}\n```"
 
 
-Action = Annotated[Bash | Compact | Submit, Field(discriminator="kind")]
-ACTION_TYPES = (Bash, Compact, Submit)
-action_adapter: TypeAdapter[Bash | Compact | Submit] = TypeAdapter(Action)
+Action = Annotated[Bash | Compact | CompactCall | Submit, Field(discriminator="kind")]
+ACTION_TYPES = (Bash, Compact, CompactCall, Submit)
+action_adapter: TypeAdapter[Bash | Compact | CompactCall | Submit] = TypeAdapter(Action)
 
 
 class FormatError(BaseModel):
@@ -63,7 +76,7 @@ class FormatError(BaseModel):
     message: str
 
 
-ParseResult = Bash | Compact | Submit | FormatError
+ParseResult = Bash | Compact | CompactCall | Submit | FormatError
 
 
 @runtime_checkable
@@ -73,9 +86,11 @@ class ActionParser(Protocol):
     def parse(self, response: object) -> ParseResult: ...
 
 
-def _from_command(command: str) -> Bash | Submit | FormatError:
+def _from_command(command: str) -> Bash | CompactCall | Submit | FormatError:
     if command.strip() == SUBMIT_COMMAND:
         return Submit()
+    if command.strip() == COMPACT_COMMAND:
+        return CompactCall()
     if not command.strip():
         return FormatError(message="The bash block is empty. Put one command in it.")
     return Bash(command=command)
@@ -114,7 +129,7 @@ class TerminalParser:
 class JSONToolCallParser:
     """Function-calling models: one JSON tool call ``{"name": ..., "arguments": {...}}``
     (``arguments`` may itself be a JSON string, as OpenAI returns it). Tools: ``bash``
-    (``command``), ``compact`` (``summary``), ``submit``."""
+    (``command``), ``compact`` (``summary``; without it, a bare compaction call), ``submit``."""
 
     def parse(self, response: object) -> ParseResult:
         if isinstance(response, ACTION_TYPES):
@@ -143,6 +158,8 @@ class JSONToolCallParser:
         try:
             if name == "bash":
                 return _from_command(str(arguments["command"]))
+            if name == "compact" and "summary" not in arguments:
+                return CompactCall()
             if name == "compact":
                 return Compact(summary=str(arguments["summary"]))
             if name == "submit":

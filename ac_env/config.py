@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ac_env.actions import ActionParser
+from ac_env.compaction.protocol import CompactionProtocol
 from ac_env.cost import DEFAULT_PRICING, Pricing
 from ac_env.sandbox.base import Sandbox
 from ac_env.sandbox.quota import DEFAULT_DISK_QUOTA_MB
@@ -115,10 +116,16 @@ class EnvConfig(BaseModel):
         description="keep the last N command outputs, replace older ones by a placeholder "
         "(each replacement is a prefix rewrite); None: off",
     )
+    compaction_protocol: CompactionProtocol = Field(
+        default="inline",
+        description="'inline': the summary is the compaction action; 'tool_call': a bare "
+        "`compact` call, then the next observation asks for the summary",
+    )
     skip_compaction: bool = Field(
         default=False,
-        description="a proactive summary is recorded but not applied: the history is kept "
-        "(the summary-ignored ablation); forced compaction still applies",
+        description="summary-ignored: a proactive compaction is skipped, no summary is "
+        "generated, billed or kept (inline: the reply is cut at the heading); the run goes "
+        "on with its full history; forced compaction still applies",
     )
     grading_timeout: float = Field(
         default=300.0, gt=0, description="seconds for the final grading test run"

@@ -1,9 +1,11 @@
-"""The chat context an agent sees, with per-message token counts and prefix rewrites.
+"""The chat context an agent sees: messages with their kind and token count, and a segment index.
 
 Each message's tokens are counted once, when it is appended, so a step costs O(new text)
-rather than O(context). ``rewrite`` implements compaction: everything after the system and task
-messages is replaced by the summary (and, optionally, the last ``keep_recent`` interactions).
-Each rewrite starts a new segment: inside a segment the context only grows.
+rather than O(context). Every message knows its ``MessageKind``; the trajectory records the
+kinds of every prompt, so the trainer never guesses them back. What a compaction does to the
+context (the prefix rewrite, observation masking) is ``ac_env.compaction.rewrite``'s; this
+class gives it the primitives (``truncate``, ``replace_content``, ``next_segment``). Inside a
+segment the context only grows.
 """
 
 from __future__ import annotations
@@ -11,26 +13,24 @@ from __future__ import annotations
 import copy
 import itertools
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, get_args
 
 from ac_env.tokens import TokenCounter
 
 MessageKind = Literal[
-    "system",
-    "task",
-    "action",
-    "observation",
-    "format_error",
-    "summary",
-    "compaction_request",
-    "compaction_skipped",
+    "system",  # the system prompt (message 0)
+    "task",  # the task statement (message 1)
+    "action",  # a model's executed output, as written (kept ones after a rewrite too)
+    "observation",  # a command's output with its exit status (or its masking placeholder)
+    "format_error",  # the env's reply to an output that is not a valid action
+    "summary",  # the working-state summary that opens a segment after a prefix rewrite
+    "compaction_request",  # the env asks for the summary (forced, or after a compact call)
+    "compaction_skipped",  # the env's note that a compaction was skipped (summary-ignored)
 ]
+MESSAGE_KINDS: tuple[MessageKind, ...] = get_args(MessageKind)
 Role = Literal["system", "user", "assistant"]
 
 _message_ids = itertools.count()
-
-# A request for a summary is never carried across a rewrite.
-_NOT_KEPT: tuple[MessageKind, ...] = ("compaction_request",)
 
 
 @dataclass(frozen=True)
@@ -43,17 +43,6 @@ class Message:
 
     def as_chat(self) -> dict[str, str]:
         return {"role": self.role, "content": self.content}
-
-
-@dataclass(frozen=True)
-class Rewrite:
-    """What a compaction did to the context."""
-
-    rewrite_from: int
-    tokens_before: int
-    tokens_after: int
-    segment: int
-    kept_messages: int
 
 
 class Context:
@@ -82,52 +71,29 @@ class Context:
         """The messages as the policy sees them (fresh dicts: callers may mutate them)."""
         return tuple(dict(m) for m in self._chat)
 
-    def rewrite(self, summary: str, keep_recent: int) -> Rewrite:
-        """Replace the history after the task message by ``summary`` plus the last
-        ``keep_recent`` interactions (an assistant turn and the messages answering it)."""
-        tokens_before = self.tokens
-        history = [m for m in self.messages[self.FIXED_PREFIX :] if m.kind not in _NOT_KEPT]
-        kept = _last_interactions(history, keep_recent)
-        self.messages = self.messages[: self.FIXED_PREFIX]
-        self._chat = self._chat[: self.FIXED_PREFIX]
-        self.tokens = sum(m.tokens for m in self.messages)
-        self.append("user", summary, "summary")
-        for message in kept:
-            self.append(message.role, message.content, message.kind)
-        self.segment += 1
-        return Rewrite(
-            rewrite_from=self.FIXED_PREFIX,
-            tokens_before=tokens_before,
-            tokens_after=self.tokens,
-            segment=self.segment,
-            kept_messages=len(kept),
-        )
+    def kinds(self) -> list[MessageKind]:
+        """The kind of each message, in order (recorded with every model call's prompt)."""
+        return [m.kind for m in self.messages]
 
-    def mask_observations(self, keep: int, placeholder: str) -> Rewrite | None:
-        """Replace the content of every command output but the last ``keep`` by
-        ``placeholder`` (observation masking, as SWE-agent does). A replaced message is a new
-        message, so the prompt cache breaks at the first one, and the rewrite starts a new
-        segment. Returns None when nothing changed."""
-        tokens_before = self.tokens
-        outputs = [i for i, m in enumerate(self.messages) if m.kind == "observation"]
-        stale = outputs[: max(0, len(outputs) - keep)]
-        changed = [i for i in stale if self.messages[i].content != placeholder]
-        for index in changed:
-            old = self.messages[index]
-            tokens = self._counter.count(placeholder) + self._counter.message_overhead(old.role)
-            self.messages[index] = Message(old.role, placeholder, old.kind, tokens)
-            self._chat[index] = self.messages[index].as_chat()
-            self.tokens += tokens - old.tokens
-        if not changed:
-            return None
+    def truncate(self, length: int) -> None:
+        """Drop every message from index ``length`` on (a rewrite then appends the new ones)."""
+        self.messages = self.messages[:length]
+        self._chat = self._chat[:length]
+        self.tokens = sum(m.tokens for m in self.messages)
+
+    def replace_content(self, index: int, content: str) -> None:
+        """Message ``index`` with new content, same role and kind. It is a new message (a new
+        id), so the prompt cache breaks there."""
+        old = self.messages[index]
+        tokens = self._counter.count(content) + self._counter.message_overhead(old.role)
+        self.messages[index] = Message(old.role, content, old.kind, tokens)
+        self._chat[index] = self.messages[index].as_chat()
+        self.tokens += tokens - old.tokens
+
+    def next_segment(self) -> int:
+        """Start a new segment (after a rewrite); returns its index."""
         self.segment += 1
-        return Rewrite(
-            rewrite_from=changed[0],
-            tokens_before=tokens_before,
-            tokens_after=self.tokens,
-            segment=self.segment,
-            kept_messages=len(self.messages) - self.FIXED_PREFIX,
-        )
+        return self.segment
 
     def copy(self) -> Context:
         """An independent copy: the same messages (immutable, ids included, so the cost
@@ -141,12 +107,3 @@ class Context:
     def prompt_fingerprint(self) -> list[tuple[int, int]]:
         """(message id, tokens) per message: what the cost meter compares between calls."""
         return [(m.id, m.tokens) for m in self.messages]
-
-
-def _last_interactions(history: list[Message], count: int) -> list[Message]:
-    if count <= 0:
-        return []
-    starts = [i for i, m in enumerate(history) if m.role == "assistant"]
-    if not starts:
-        return []
-    return history[starts[-count] if count <= len(starts) else starts[0] :]

@@ -12,26 +12,18 @@ from __future__ import annotations
 import copy
 import math
 import time
-from typing import Any, Literal
+from typing import Any
 
 import gymnasium as gym
 
-from ac_env.actions import Bash, Compact, FormatError, ParseResult, Submit, make_parser
-from ac_env.compaction import CommandRecord, extractive_summary, summary_problems
+from ac_env.actions import Bash, Compact, CompactCall, FormatError, Submit, make_parser
+from ac_env.compaction import CommandRecord, Compactor, Turn, extractive_summary
 from ac_env.config import EnvConfig, SandboxFactory, parse_config
-from ac_env.context import Context, Rewrite
+from ac_env.context import Context
 from ac_env.cost import CallCost, CostMeter, make_pricing
 from ac_env.grading import GradeResult, grade
 from ac_env.policy import PolicyOutput
-from ac_env.prompts import (
-    COMPACTION_REQUEST,
-    COMPACTION_SKIPPED,
-    MASKED_OUTPUT,
-    SYSTEM_PROMPT,
-    format_error_message,
-    task_message,
-    tool_message,
-)
+from ac_env.prompts import format_error_message, system_prompt, task_message, tool_message
 from ac_env.sandbox import make_sandbox_factory
 from ac_env.sandbox.base import Sandbox, WorkspaceError
 from ac_env.snapshot import EpisodeSnapshot, copy_trajectory
@@ -96,6 +88,7 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         self.sandbox: Sandbox | None = None
         self.task: Task = self.tasks[0]
         self.trajectory: Trajectory | None = None
+        self.compaction = self._compactor()
         self._done = True
 
     # ---- episode lifecycle ---------------------------------------------------------------
@@ -126,7 +119,9 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         sandbox.start(self.task)
         self.sandbox = sandbox
         sandbox_s = time.perf_counter() - started
-        system = self.config.system_prompt or SYSTEM_PROMPT
+        system = self.config.system_prompt or system_prompt(
+            protocol=self.config.compaction_protocol
+        )
         self.context = Context(self._counter, system, task_message(self.task.problem_statement))
         self.meter = CostMeter(self._pricing)
         self.trajectory = Trajectory(
@@ -139,7 +134,7 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         )
         self._steps = 0
         self._commands: list[CommandRecord] = []
-        self._compaction_pending = False
+        self.compaction = self._compactor()
         self._episode_started = time.monotonic()
         self._done = False
         self._last_render = ""
@@ -149,15 +144,18 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
 
     def step(self, action: Any) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Charge the model call that wrote ``action``, then execute it: run the command,
-        apply the summary (a prefix rewrite), or end the episode.
+        compact (``ac_env.compaction`` decides how), or end the episode.
 
         Before the action runs the call is priced against the budget: a call that passes
         ``budget_usd`` is paid for but not executed (``exit_reason`` ``"budget"``). When the
         context passes ``forced_compaction_threshold`` after a step, the observation ends with
         a request for a summary; the next action is taken as that summary, and if it is not a
         valid one an extractive summary of the real workspace replaces it
-        (``summarizer`` ``"fallback"``). With ``skip_compaction`` a proactive summary stays in
-        the history, answered by ``prompts.COMPACTION_SKIPPED``, and rewrites nothing; with
+        (``summarizer`` ``"fallback"``). Under ``compaction_protocol="tool_call"`` a bare
+        ``compact`` call is answered the same way (a request, then the summary). With
+        ``skip_compaction`` (summary-ignored) a proactive compaction is skipped: no summary is
+        generated, billed or kept (an inline reply is cut at the summary heading), the turn is
+        answered by ``COMPACTION_SKIPPED`` and nothing is rewritten; with
         ``mask_observations_keep`` older command outputs become placeholders (a rewrite of
         ``kind`` ``"masking"``).
 
@@ -187,7 +185,7 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
                   ``env_overhead_s`` (the env's own work, excluding the other two);
 
                 on a step that rewrote, ``compaction``: ``kind`` (``"proactive"``,
-                ``"forced"``, or ``"masking"``), ``summarizer`` (``"policy"``,
+                ``"forced"``, or ``"masking"``), ``summarizer`` (``"policy"``, ``"judge"``,
                 ``"fallback"``; ``"none"`` for masking), ``tokens_before``,
                 ``tokens_after``, ``summary``;
 
@@ -202,59 +200,38 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         if self._done or self.trajectory is None:
             raise RuntimeError("the episode has ended (or never started): call reset()")
         started = time.perf_counter()
-        sandbox_s = 0.0
-        output, generation = _unpack(action)
-        parsed = _validated(
-            self._parser.parse(action.text if isinstance(action, PolicyOutput) else action)
+        turn = self._turn(action)
+        step_cost = self.meter.charge(
+            self.context.prompt_fingerprint(), self._output_tokens(turn.output)
         )
-        forced = self._compaction_pending
-        prompt = self.context.prompt_fingerprint()
-        step_cost = self.meter.charge(prompt, self._output_tokens(output))
-        self.trajectory.append(
-            ModelCall.model_construct(
-                step=self._steps,
-                segment=self.context.segment,
-                messages=list(self.context.observation()),
-                output=output,
-                action=parsed.model_dump(),
-                forced_compaction_request=forced,
-                context_tokens=self.context.tokens,
-                cost=step_cost,
-                **generation,
-            )
-        )
+        self._record_call(turn, step_cost)
         self._steps += 1
-        rewrite: dict[str, Any] | None = None
+        sandbox_s = 0.0
+        event: CompactionEvent | None = None
         exit_reason: str | None = None
         if self._over_budget():
             exit_reason = "budget"  # the call is paid for, but its action is not executed
-        elif forced:
-            rewrite = self._forced_compaction(parsed)
-        elif isinstance(parsed, Compact) and self.config.skip_compaction:
-            self.context.append("assistant", output, "action")
-            self.context.append("user", COMPACTION_SKIPPED, "compaction_skipped")
-        elif isinstance(parsed, Compact):
-            by_fallback = generation.get("produced_by") == "fallback"
-            author: Literal["policy", "fallback"] = "fallback" if by_fallback else "policy"
-            rewrite = self._rewrite(parsed.summary, "proactive", author)
-        elif isinstance(parsed, Submit):
-            self.context.append("assistant", output, "action")
+        elif turn.compacts:
+            event = self.compaction.act(turn, self.context, self._steps - 1, self._fallback)
+        elif isinstance(turn.action, Submit):
+            self.context.append("assistant", turn.output, "action")
             exit_reason = "submitted"
-        elif isinstance(parsed, Bash):
-            sandbox_s = self._run_command(output, parsed)
+        elif isinstance(turn.action, Bash):
+            sandbox_s = self._run_command(turn.output, turn.action)
         else:
-            self._format_error(output, parsed.message)
-        if rewrite is None and exit_reason is None:
-            rewrite = self._mask_observations()
+            self._format_error(turn.output, turn.action)
+        if event is None and exit_reason is None:
+            event = self.compaction.mask(self.context, self._steps - 1)
+        if event is not None:
+            self.trajectory.append(event)
         exit_reason = exit_reason or self._truncation_reason()
-        if exit_reason is None and self._needs_compaction():
-            self.context.append("user", COMPACTION_REQUEST, "compaction_request")
-            self._compaction_pending = True
-        self._last_render = _render_step(output, self.context)
         if exit_reason is None:
-            info = self._info(step_cost, rewrite, None, sandbox_s, 0.0, started)
+            self.compaction.request_if_due(self.context)
+        self._last_render = _render_step(turn.output, self.context)
+        if exit_reason is None:
+            info = self._info(step_cost, event, None, sandbox_s, 0.0, started)
             return self.context.observation(), 0.0, False, False, info
-        reward, info = self._end(exit_reason, step_cost, rewrite, sandbox_s, started)
+        reward, info = self._end(exit_reason, step_cost, event, sandbox_s, started)
         terminated = exit_reason == "submitted"
         return self.context.observation(), reward, terminated, not terminated, info
 
@@ -263,7 +240,7 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         charging it (``step`` charges exactly this)."""
         if self._done:
             raise RuntimeError("the episode has ended (or never started): call reset()")
-        output, _ = _unpack(action)
+        output = self._turn(action).output
         return self.meter.quote(self.context.prompt_fingerprint(), self._output_tokens(output))
 
     def abort(
@@ -290,7 +267,7 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
             meter=copy.deepcopy(self.meter),
             trajectory=copy_trajectory(self.trajectory),
             steps=self._steps,
-            compaction_pending=self._compaction_pending,
+            compaction_pending=self.compaction.pending,
             commands=tuple(self._commands),
             elapsed_s=time.monotonic() - self._episode_started,
             np_random=copy.deepcopy(self._np_random),
@@ -320,7 +297,8 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         self.meter = copy.deepcopy(snapshot.meter)
         self.trajectory = copy_trajectory(snapshot.trajectory)
         self._steps = snapshot.steps
-        self._compaction_pending = snapshot.compaction_pending
+        self.compaction = self._compactor()
+        self.compaction.pending = snapshot.compaction_pending
         self._commands = list(snapshot.commands)
         self._episode_started = time.monotonic() - snapshot.elapsed_s
         self._np_random = copy.deepcopy(snapshot.np_random)
@@ -361,73 +339,42 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         )
         return result.duration_s
 
-    def _format_error(self, output: str, problem: str) -> None:
+    def _format_error(self, output: str, error: FormatError | Compact | CompactCall) -> None:
+        assert isinstance(error, FormatError)  # compaction's own actions went to act()
         self.context.append("assistant", output, "action")
-        self.context.append("user", format_error_message(problem), "format_error")
+        self.context.append("user", format_error_message(error.message), "format_error")
 
-    def _forced_compaction(self, parsed: ParseResult) -> dict[str, Any]:
-        self._compaction_pending = False
-        if isinstance(parsed, Compact):
-            return self._rewrite(parsed.summary, "forced", "policy")
+    def _fallback(self) -> str:
+        """The fallback summarizer's summary of the episode so far."""
         assert self.sandbox is not None
         try:
             diff = self.sandbox.diff()
         except WorkspaceError as err:  # the agent's doing: the summary says so
             diff = f"(the workspace diff cannot be read: {err})"
-        summary = extractive_summary(self.task.problem_statement, self._commands, diff)
-        return self._rewrite(summary, "forced", "fallback")
+        return extractive_summary(self.task.problem_statement, self._commands, diff)
 
-    def _rewrite(
-        self,
-        summary: str,
-        trigger: Literal["proactive", "forced"],
-        summarizer: Literal["policy", "fallback"],
-    ) -> dict[str, Any]:
-        segment_before = self.context.segment
-        done: Rewrite = self.context.rewrite(summary, self.config.keep_recent)
-        return self._record_rewrite(done, segment_before, summary, trigger, summarizer)
+    def _turn(self, action: Any) -> Turn:
+        """The action as this step executes, records and bills it (compaction reads it)."""
+        output, generation = _unpack(action)
+        parsed = self._parser.parse(action.text if isinstance(action, PolicyOutput) else action)
+        return self.compaction.read(parsed, output, generation)
 
-    def _mask_observations(self) -> dict[str, Any] | None:
-        keep = self.config.mask_observations_keep
-        if keep is None:
-            return None
-        segment_before = self.context.segment
-        done = self.context.mask_observations(keep, MASKED_OUTPUT)
-        if done is None:
-            return None
-        return self._record_rewrite(done, segment_before, "", "masking", "none")
-
-    def _record_rewrite(
-        self,
-        done: Rewrite,
-        segment_before: int,
-        summary: str,
-        trigger: Literal["proactive", "forced", "masking"],
-        summarizer: Literal["policy", "fallback", "none"],
-    ) -> dict[str, Any]:
+    def _record_call(self, turn: Turn, cost: CallCost) -> None:
         assert self.trajectory is not None
         self.trajectory.append(
-            CompactionEvent(
-                step=self._steps - 1,
-                trigger=trigger,
-                summarizer=summarizer,
-                summary=summary,
-                rewrite_from=done.rewrite_from,
-                segment_before=segment_before,
-                segment_after=done.segment,
-                tokens_before=done.tokens_before,
-                tokens_after=done.tokens_after,
-                kept_messages=done.kept_messages,
+            ModelCall.model_construct(
+                step=self._steps,
+                segment=self.context.segment,
+                messages=list(self.context.observation()),
+                message_kinds=self.context.kinds(),
+                output=turn.output,
+                action=turn.action.model_dump(),
+                forced_compaction_request=turn.answers == "forced",
+                context_tokens=self.context.tokens,
+                cost=cost,
+                **turn.generation,
             )
         )
-        return {
-            "kind": trigger,
-            "summarizer": summarizer,
-            "tokens_before": done.tokens_before,
-            "tokens_after": done.tokens_after,
-            "summary": summary,
-            "rewrite_from": done.rewrite_from,
-        }
 
     # ---- limits and the end --------------------------------------------------------------
 
@@ -445,21 +392,17 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
             return "wall_clock"
         return None
 
-    def _needs_compaction(self) -> bool:
-        threshold = self.config.forced_compaction_threshold
-        return threshold is not None and self.context.tokens > threshold
-
     def _end(
         self,
         exit_reason: str,
         step_cost: CallCost,
-        rewrite: dict[str, Any] | None,
+        event: CompactionEvent | None,
         sandbox_s: float,
         started: float,
         infra_error: str | None = None,
     ) -> tuple[float, dict[str, Any]]:
         result, grading_s = self._finish(exit_reason, infra_error)
-        info = self._info(step_cost, rewrite, exit_reason, sandbox_s, grading_s, started)
+        info = self._info(step_cost, event, exit_reason, sandbox_s, grading_s, started)
         info["reward_detail"] = dict(result.tests)
         if result.tampered:
             info["reward_detail"]["tampered"] = result.tampered
@@ -501,6 +444,15 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
 
     # ---- helpers -------------------------------------------------------------------------
 
+    def _compactor(self) -> Compactor:
+        return Compactor(
+            protocol=self.config.compaction_protocol,
+            skip=self.config.skip_compaction,
+            keep_recent=self.config.keep_recent,
+            mask_keep=self.config.mask_observations_keep,
+            threshold=self.config.forced_compaction_threshold,
+        )
+
     def _output_tokens(self, output: str) -> int:
         return self._counter.count(output) + self._counter.message_overhead("assistant")
 
@@ -516,7 +468,7 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
     def _info(
         self,
         step_cost: CallCost,
-        rewrite: dict[str, Any] | None,
+        event: CompactionEvent | None,
         exit_reason: str | None,
         sandbox_s: float,
         grading_s: float,
@@ -525,15 +477,21 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         info: dict[str, Any] = {
             "step": self._steps,
             "exit_reason": exit_reason,
-            "prefix_rewritten": rewrite is not None,
-            "rewrite_from": rewrite["rewrite_from"] if rewrite else None,
+            "prefix_rewritten": event is not None,
+            "rewrite_from": event.rewrite_from if event else None,
             "segment": self.context.segment,
             "context_tokens": self.context.tokens,
-            "compaction_requested": self._compaction_pending,
+            "compaction_requested": self.compaction.pending is not None,
             "cost": {"step": step_cost.model_dump(), "total": self.meter.total.model_dump()},
         }
-        if rewrite is not None:
-            info["compaction"] = {k: v for k, v in rewrite.items() if k != "rewrite_from"}
+        if event is not None:
+            info["compaction"] = {
+                "kind": event.trigger,
+                "summarizer": event.summarizer,
+                "tokens_before": event.tokens_before,
+                "tokens_after": event.tokens_after,
+                "summary": event.summary,
+            }
         total_s = time.perf_counter() - started
         info["timings"] = {
             "sandbox_s": sandbox_s,
@@ -548,21 +506,12 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
             self.sandbox = None
 
 
-def _validated(parsed: ParseResult) -> ParseResult:
-    """An invalid summary is a format error, not a rewrite."""
-    if isinstance(parsed, Compact):
-        problems = summary_problems(parsed.summary)
-        if problems:
-            return FormatError(message="Summary not applied: " + "; ".join(problems) + ".")
-    return parsed
-
-
 def _unpack(action: Any) -> tuple[str, dict[str, Any]]:
     """The text to record for an action, and generation details a PolicyOutput carries."""
     if isinstance(action, PolicyOutput):
         details = action.model_dump(exclude={"text"})
         return action.text, details
-    if isinstance(action, Bash | Compact | Submit):
+    if isinstance(action, Bash | Compact | CompactCall | Submit):
         return action.render(), {}
     if isinstance(action, str):
         return action, {}

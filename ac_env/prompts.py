@@ -1,9 +1,19 @@
-"""The text the policy sees around the task: system prompt, task message, tool results."""
+"""The text the policy sees around the task: system prompt, task message, tool results.
+
+What it is told about compaction (the action, the rubric, requests) is in
+``ac_env.compaction.texts``; ``system_prompt`` puts the pieces together."""
 
 from __future__ import annotations
 
-from ac_env.actions import SUMMARY_HEADER
-from ac_env.compaction import SUMMARY_TEMPLATE
+from typing import Literal
+
+from ac_env.compaction.protocol import CompactionProtocol
+from ac_env.compaction.texts import (
+    COMPACTION_RUBRIC,
+    INLINE_ACTION,
+    NOT_OFFERED,
+    TOOL_CALL_ACTION,
+)
 from ac_env.sandbox.base import ExecResult
 
 _INTRO = """You are a software engineer fixing a bug in a Python repository.
@@ -16,13 +26,6 @@ Actions:
 ```
    The command runs in the repository root; you see its exit code and output (long outputs
    are truncated). Each command runs in a fresh shell: `cd` and variables do not persist.
-"""
-
-_COMPACT_ACTION = f"""2. Compact your context: reply with a working-state summary that starts with
-   `{SUMMARY_HEADER}`. It replaces your earlier history (the task stays, and your edits to the
-   repository stay). Write what is known, what the workspace holds now, and what to do next,
-   using this template:
-{SUMMARY_TEMPLATE}
 """
 
 
@@ -40,43 +43,30 @@ Rules: one action per reply; a short THOUGHT line before a command is fine. Edit
 shell tools (sed, python, cat <<'EOF' > file). Do not modify the tests to make them pass.
 """
 
-SYSTEM_PROMPT = _INTRO + _COMPACT_ACTION + _finish_action(3) + _RULES
 
-# No compaction action is offered (strategies ``none``, ``fixed``, ``masking``). The template is
-# still shown, for the summary the environment requests when a length fallback is configured.
-SYSTEM_PROMPT_NO_COMPACTION = (
-    _INTRO
-    + _finish_action(2)
-    + _RULES
-    + f"""
-If your context grows too long you will be asked for a working-state summary: it starts with
-`{SUMMARY_HEADER}` and follows this template:
-{SUMMARY_TEMPLATE}"""
-)
+def system_prompt(
+    compaction: Literal["offered", "rubric", "not_offered"] = "offered",
+    protocol: CompactionProtocol = "inline",
+) -> str:
+    """The system prompt: the actions (compaction in the form ``protocol`` takes, unless it
+    is not offered: the template is then shown for a forced request), and the rules; the
+    ``rubric`` adds when to compact and when not."""
+    if compaction == "not_offered":
+        return _INTRO + _finish_action(2) + _RULES + NOT_OFFERED
+    action = INLINE_ACTION if protocol == "inline" else TOOL_CALL_ACTION
+    rubric = COMPACTION_RUBRIC if compaction == "rubric" else ""
+    return _INTRO + action + _finish_action(3) + _RULES + rubric
 
-# When to compact and when not (strategy ``self``, after SelfCompact's rule prompt).
-COMPACTION_RUBRIC = """
-When to compact (action 2):
-- after a phase ends: the bug is located, a fix is verified, or a direction is ruled out;
-- when old command outputs (long test logs, file listings, search results) no longer matter;
-- when your context holds more than about 12,000 tokens.
-When NOT to compact:
-- in the middle of an edit-and-test cycle, before the result of a change is known;
-- when you compacted a few turns ago and little has happened since;
-- when the summary would drop a fact you still need (file paths, line numbers, failing tests).
-"""
 
-SYSTEM_PROMPT_WITH_RUBRIC = SYSTEM_PROMPT + COMPACTION_RUBRIC
+SYSTEM_PROMPT = system_prompt("offered")
+SYSTEM_PROMPT_WITH_RUBRIC = system_prompt("rubric")
+SYSTEM_PROMPT_NO_COMPACTION = system_prompt("not_offered")
 
 TASK_TEMPLATE = """Fix the following issue in the repository (the current directory).
 
 <issue>
 {problem_statement}
 </issue>"""
-
-COMPACTION_REQUEST = f"""Your context is about to exceed its limit. Reply now with a working-state \
-summary starting with `{SUMMARY_HEADER}` (sections Known, Workspace, Next at least). It will \
-replace your earlier history."""
 
 
 def task_message(problem_statement: str) -> str:
@@ -92,9 +82,3 @@ def tool_message(result: ExecResult, timeout_s: float) -> str:
 
 def format_error_message(problem: str) -> str:
     return f"[format error] {problem}"
-
-
-COMPACTION_SKIPPED = """[compaction skipped: this run keeps the full history; your summary above \
-changed nothing. Continue with your next action.]"""
-
-MASKED_OUTPUT = "[output of an earlier command omitted to save context]"

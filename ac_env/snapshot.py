@@ -6,9 +6,9 @@ A snapshot holds everything the env keeps per episode: the task; the workspace (
 archive: the repo with uncommitted edits, untracked files and its .git, and the sandbox's
 /tmp); the context (messages with their ids and token counts, the segment index); the cost
 meter (totals, and the previous prompt that the next call's cached prefix is measured
-against); the step count; a pending forced-compaction request; the commands run so far (the
-fallback summarizer reads them); the wall-clock time spent; the env's random generator; the
-trajectory so far; the last render.
+against); the step count; a pending summary request (forced, or after a ``compact`` call);
+the commands run so far (the fallback summarizer reads them); the wall-clock time spent; the
+env's random generator; the trajectory so far; the last render.
 
 It does not hold the env's configuration: a restored episode continues under the
 configuration of the env that restores it (the same one, for an exact continuation). Nor does
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ac_env.compaction import CommandRecord
+from ac_env.compaction import CommandRecord, Trigger
 from ac_env.context import Context
 from ac_env.cost import CostMeter
 from ac_env.tasks import Task
@@ -39,7 +39,7 @@ class EpisodeSnapshot:
     meter: CostMeter
     trajectory: Trajectory
     steps: int
-    compaction_pending: bool
+    compaction_pending: Trigger | None
     commands: tuple[CommandRecord, ...]
     elapsed_s: float
     np_random: np.random.Generator | None

@@ -11,14 +11,19 @@ be combined with a length fallback (forced compaction at a token threshold): ``e
 ``self``                  compaction offered, with a rubric of when to compact (SelfCompact)
 ``learned``               compaction offered, no rubric: the model's own judgement
 ``masking``               command outputs older than the last 5 become placeholders (SWE-agent)
-``summary_ignored``       compaction offered, but summaries are recorded and not applied
+``summary_ignored``       compaction offered, but the call is skipped: no summary is generated
 ========================  ===================================================================
 
-``summary_ignored`` shows a skipped summary in the history as the model's own turn followed by
-``prompts.COMPACTION_SKIPPED``: the model sees that it already wrote it (so a deterministic
-policy can tell and go on), the cost of writing it is paid, and no prefix is rewritten.
-``none``, ``fixed`` and ``masking`` do not offer compaction; a summary the model writes anyway
-is skipped the same way, so their history is only ever changed by their own mechanism.
+``summary_ignored`` is the method's ablation: the same policy, whose compaction calls are
+skipped (``skip_compaction``, see ``ac_env.compaction.protocol``): no summary is generated,
+billed or kept, and the run goes on with its full history. The model's turn (the bare
+``compact`` call, or its reply cut at the summary heading) stays in the history, followed by
+``COMPACTION_SKIPPED``, so a deterministic policy can tell and go on. ``none``, ``fixed`` and
+``masking`` do not offer compaction; a summary the model writes anyway is skipped the same
+way, so their history is only ever changed by their own mechanism.
+
+Every strategy runs under either compaction protocol (``env_kwargs(protocol=...)``): the
+system prompt describes the compaction action in that protocol's form.
 ``masking`` rewrites earlier messages: the prompt cache breaks at the first masked output and
 each masking is recorded as a ``CompactionEvent`` (trigger ``masking``) that opens a segment.
 """
@@ -26,13 +31,10 @@ each masking is recorded as a ``CompactionEvent`` (trigger ``masking``) that ope
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from ac_env.prompts import (
-    SYSTEM_PROMPT,
-    SYSTEM_PROMPT_NO_COMPACTION,
-    SYSTEM_PROMPT_WITH_RUBRIC,
-)
+from ac_env.compaction.protocol import CompactionProtocol
+from ac_env.prompts import system_prompt
 
 DEFAULT_THRESHOLD = 16_384
 MASKING_KEEP = 5
@@ -40,21 +42,27 @@ MASKING_KEEP = 5
 
 @dataclass(frozen=True)
 class Strategy:
-    """``env``: the keywords of ``gym.make`` that realize the strategy (no length fallback);
-    ``threshold``: its own forced-compaction threshold (``fixed`` only)."""
+    """``prompt``: how its system prompt presents compaction; ``env``: the other keywords of
+    ``gym.make`` that realize the strategy (no length fallback); ``threshold``: its own
+    forced-compaction threshold (``fixed`` only)."""
 
     name: str
     description: str
     proactive: bool
+    prompt: Literal["offered", "rubric", "not_offered"]
     env: dict[str, Any] = field(default_factory=dict)
     threshold: int | None = None
 
     def env_kwargs(
-        self, fallback_threshold: int | None = None, fixed_threshold: int | None = None
+        self,
+        fallback_threshold: int | None = None,
+        fixed_threshold: int | None = None,
+        protocol: CompactionProtocol = "inline",
     ) -> dict[str, Any]:
         """The env keywords. ``fallback_threshold`` adds forced compaction at that many tokens
         to any strategy; ``fixed_threshold`` moves ``fixed``'s own threshold (others ignore
-        it). A fallback below ``fixed``'s threshold wins."""
+        it). A fallback below ``fixed``'s threshold wins. ``protocol``: the compaction
+        protocol (``compaction_protocol``), with the system prompt in its form."""
         for name, value in (
             ("fallback_threshold", fallback_threshold),
             ("fixed_threshold", fixed_threshold),
@@ -63,7 +71,12 @@ class Strategy:
                 raise ValueError(f"{name}: must be positive, got {value}")
         own = fixed_threshold if fixed_threshold is not None and self.threshold else self.threshold
         candidates = [t for t in (own, fallback_threshold) if t is not None]
-        return {**self.env, "forced_compaction_threshold": min(candidates, default=None)}
+        return {
+            **self.env,
+            "system_prompt": system_prompt(self.prompt, protocol),
+            "compaction_protocol": protocol,
+            "forced_compaction_threshold": min(candidates, default=None),
+        }
 
 
 STRATEGIES: dict[str, Strategy] = {
@@ -73,42 +86,45 @@ STRATEGIES: dict[str, Strategy] = {
             "none",
             "full history: no compaction offered, none forced",
             proactive=False,
-            env={"system_prompt": SYSTEM_PROMPT_NO_COMPACTION, "skip_compaction": True},
+            prompt="not_offered",
+            env={"skip_compaction": True},
         ),
         Strategy(
             "fixed",
             f"forced compaction at {DEFAULT_THRESHOLD} tokens; none offered",
             proactive=False,
-            env={"system_prompt": SYSTEM_PROMPT_NO_COMPACTION, "skip_compaction": True},
+            prompt="not_offered",
+            env={"skip_compaction": True},
             threshold=DEFAULT_THRESHOLD,
         ),
         Strategy(
             "self",
             "compaction offered with a rubric of when to compact and when not",
             proactive=True,
-            env={"system_prompt": SYSTEM_PROMPT_WITH_RUBRIC},
+            prompt="rubric",
         ),
         Strategy(
             "learned",
             "compaction offered without a rubric: the model's own judgement",
             proactive=True,
-            env={"system_prompt": SYSTEM_PROMPT},
+            prompt="offered",
         ),
         Strategy(
             "masking",
             f"command outputs older than the last {MASKING_KEEP} replaced by a placeholder",
             proactive=False,
+            prompt="not_offered",
             env={
-                "system_prompt": SYSTEM_PROMPT_NO_COMPACTION,
                 "skip_compaction": True,
                 "mask_observations_keep": MASKING_KEEP,
             },
         ),
         Strategy(
             "summary_ignored",
-            "compaction offered, but summaries are recorded and not applied (ablation)",
+            "compaction offered, but the call is skipped: no summary generated (ablation)",
             proactive=True,
-            env={"system_prompt": SYSTEM_PROMPT, "skip_compaction": True},
+            prompt="offered",
+            env={"skip_compaction": True},
         ),
     )
 }

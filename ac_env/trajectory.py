@@ -5,9 +5,17 @@ token ids and log-probs when the policy gave them, who produced the executed out
 it caused: a ``ToolResult`` or a ``CompactionEvent``; finally one ``EpisodeEnd``. The trainer
 cuts segments at ``CompactionEvent``s: it never guesses boundaries by comparing strings.
 
+Every prompt message's kind (``ac_env.context.MessageKind``: system, task, action,
+observation, summary, compaction request, ...) is recorded with it (``ModelCall.message_kinds``),
+so the trainer reads what each message is instead of guessing it from positions.
+
 On disk a trajectory is JSONL: a header line, then one line per event. A model call's prompt is
 stored as the number of leading messages shared with the previous call's prompt plus the new
-ones, so a long episode does not cost quadratic space; ``Trajectory.read`` restores it exactly.
+ones (each with its ``kind``), so a long episode does not cost quadratic space;
+``Trajectory.read`` restores it exactly. Files written before kinds were recorded still load:
+``_legacy_kinds`` infers them once, at load time (the only place kinds are inferred).
+
+The episode's reward has one source, ``Trajectory.reward``.
 """
 
 from __future__ import annotations
@@ -16,11 +24,13 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ac_env.context import MessageKind
 from ac_env.cost import CallCost
 
 ChatMessage = dict[str, str]
+Summarizer = Literal["policy", "judge", "fallback"]
 
 
 class ModelCall(BaseModel):
@@ -30,6 +40,7 @@ class ModelCall(BaseModel):
     step: int
     segment: int
     messages: list[ChatMessage] = Field(description="the exact prompt the model saw")
+    message_kinds: list[MessageKind] = Field(description="the kind of each prompt message")
     output: str = Field(description="the executed output, as written")
     action: dict[str, Any] = Field(description="the parsed action or format error")
     produced_by: Literal["policy", "judge", "fallback"] = "policy"
@@ -44,6 +55,14 @@ class ModelCall(BaseModel):
     forced_compaction_request: bool = False
     context_tokens: int
     cost: CallCost
+
+    @model_validator(mode="after")
+    def _one_kind_per_message(self) -> ModelCall:
+        if len(self.message_kinds) != len(self.messages):
+            raise ValueError(
+                f"{len(self.message_kinds)} message_kinds for {len(self.messages)} messages"
+            )
+        return self
 
 
 class ToolResult(BaseModel):
@@ -65,7 +84,7 @@ class CompactionEvent(BaseModel):
     kind: Literal["compaction"] = "compaction"
     step: int
     trigger: Literal["proactive", "forced", "masking"]
-    summarizer: Literal["policy", "fallback", "none"] = Field(
+    summarizer: Summarizer | Literal["none"] = Field(
         description="'none' for masking: old outputs replaced by a placeholder, no summary"
     )
     summary: str
@@ -139,17 +158,30 @@ class Trajectory:
         last = self.events[-1] if self.events else None
         return last if isinstance(last, EpisodeEnd) else None
 
+    @property
+    def reward(self) -> float | None:
+        """The episode's reward: the grade at its end; None when it has no end or grading
+        failed (an infrastructure error, never a silent 0)."""
+        end = self.end
+        if end is None or end.infra_error is not None:
+            return None
+        return end.reward
+
     # ---- JSONL -------------------------------------------------------------------------------
 
     def to_jsonl(self) -> str:
         lines = [self.header.model_dump_json()]
         previous: list[ChatMessage] = []
         for event in self.events:
-            record = event.model_dump(mode="json")
+            record = event.model_dump(mode="json", exclude={"message_kinds"})
             if isinstance(event, ModelCall):
-                shared = _shared_prefix(previous, event.messages)
-                record["messages"] = {"shared": shared, "new": event.messages[shared:]}
-                previous = event.messages
+                prompt = [
+                    {**message, "kind": kind}
+                    for message, kind in zip(event.messages, event.message_kinds, strict=True)
+                ]
+                shared = _shared_prefix(previous, prompt)
+                record["messages"] = {"shared": shared, "new": prompt[shared:]}
+                previous = prompt
             lines.append(json.dumps(record, ensure_ascii=False))
         return "\n".join(lines) + "\n"
 
@@ -170,6 +202,7 @@ class Trajectory:
         except ValidationError as err:
             raise TrajectoryFormatError(f"{source}:1: {_first_error(err)}") from err
         previous: list[ChatMessage] = []
+        summarized = False  # for _legacy_kinds: a summary rewrite happened before this call
         for number, line in enumerate(lines[1:], start=2):
             if not line.strip():
                 continue
@@ -177,8 +210,15 @@ class Trajectory:
                 record = json.loads(line)
                 if record.get("kind") == "model_call":
                     packed = record["messages"]
-                    record["messages"] = previous[: packed["shared"]] + packed["new"]
-                    previous = record["messages"]
+                    prompt = previous[: packed["shared"]] + packed["new"]
+                    previous = prompt
+                    record["messages"] = [{k: m[k] for k in ("role", "content")} for m in prompt]
+                    if all("kind" in m for m in prompt):
+                        record["message_kinds"] = [m["kind"] for m in prompt]
+                    else:
+                        record["message_kinds"] = _legacy_kinds(record, summarized)
+                elif record.get("kind") == "compaction":
+                    summarized = summarized or record.get("trigger") != "masking"
                 event = _Line.model_validate({"event": record}).event
             except (json.JSONDecodeError, KeyError, TypeError) as err:
                 raise TrajectoryFormatError(f"{source}:{number}: {err}") from err
@@ -199,6 +239,35 @@ def _shared_prefix(before: list[ChatMessage], now: list[ChatMessage]) -> int:
             break
         shared += 1
     return shared
+
+
+def _legacy_kinds(call: dict[str, Any], summarized: bool) -> list[MessageKind]:
+    """The message kinds of a model call read from a file written before kinds were recorded,
+    inferred from the structure the env gave every prompt then: the system prompt and the task
+    first; after a summary rewrite (``summarized``) the summary as message 2; assistant turns
+    are actions; the last message of a call that answered a forced request is that request;
+    user turns are command outputs, or the env's format-error and skipped-compaction notes."""
+    messages: list[ChatMessage] = call["messages"]
+    kinds: list[MessageKind] = []
+    for index, message in enumerate(messages):
+        content = message["content"]
+        if index == 0:
+            kinds.append("system")
+        elif index == 1:
+            kinds.append("task")
+        elif index == 2 and summarized:
+            kinds.append("summary")
+        elif message["role"] == "assistant":
+            kinds.append("action")
+        elif content.startswith("[format error] "):
+            kinds.append("format_error")
+        elif content.startswith("[compaction skipped:"):
+            kinds.append("compaction_skipped")
+        else:
+            kinds.append("observation")
+    if call.get("forced_compaction_request") and len(kinds) > 2:
+        kinds[-1] = "compaction_request"
+    return kinds
 
 
 def _first_error(err: ValidationError) -> str:

@@ -42,9 +42,9 @@ from ac_env.bench.config import claim_directory
 from ac_env.bench.runner import ATTEMPTS
 from ac_env.bench.validate import check_env_kwargs, check_sandbox, check_worker, checked
 from ac_env.bench.workers import policy_factory
+from ac_env.compaction.texts import COMPACTION_REQUEST
 from ac_env.paths import safe_child
 from ac_env.policy import Policy, PolicyOutput
-from ac_env.prompts import COMPACTION_REQUEST
 from ac_env.strategies import get_strategy
 from ac_env.tasks import Task, load_tasks
 from ac_env.trajectory import Trajectory
@@ -416,7 +416,7 @@ def _run_once(
         instance_id=task.instance_id,
         rollout=k,
         status="infra_error" if end is None or end.infra_error else "ok",
-        reward=None if end is None or end.infra_error else end.reward,
+        reward=trajectory.reward,
         exit_reason=end.exit_reason if end else None,
         steps=len(calls),
         format_errors=sum(1 for c in calls if c.action.get("kind") == "format_error"),

@@ -393,7 +393,7 @@ class GRPOTrainer:
         start_steps = [self._start_step(g.task_id) for g in groups for _ in g.trajectories]
         whole = [t for group in groups for t in group.trajectories]
         trajectories = [policy_events(t, at) for t, at in zip(whole, start_steps, strict=True)]
-        reward_groups = [[_reward(t) for t in group.trajectories] for group in groups]
+        reward_groups = [[t.reward for t in group.trajectories] for group in groups]
         advantages: list[float | None] = []
         for group_rewards in reward_groups:
             advantages += group_advantages(
@@ -635,13 +635,6 @@ def _metric_writers(config: GRPOConfig, *, enabled: bool = True) -> Iterator[Any
         yield writer
     finally:
         writer.close()
-
-
-def _reward(trajectory: Trajectory) -> float | None:
-    end = trajectory.end
-    if end is None or end.infra_error is not None:
-        return None
-    return end.reward
 
 
 def _mean(values: list[int]) -> float:

@@ -40,8 +40,8 @@ from ac_env.bench.audit import RunTally, audit_summary, changed_files
 from ac_env.bench.continuation import follows
 from ac_env.bench.metrics import root_cause_step
 from ac_env.compaction import CommandRecord, files_read, parse_sections
+from ac_env.compaction.texts import COMPACTION_REQUEST
 from ac_env.policy import PolicyOutput
-from ac_env.prompts import COMPACTION_REQUEST
 from ac_env.test_log import last_test_run
 from ac_env.trajectory import CompactionEvent, ToolResult
 from ac_train.judge import ACCEPT, JudgeView, Verdict

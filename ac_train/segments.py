@@ -8,9 +8,14 @@ token gets a ``TokenKind``; what is trained is decided from the kinds:
 - SFT trains ``POLICY_OUTPUT`` and ``JUDGE_OUTPUT`` (optionally without format-error outputs);
 - GRPO trains ``POLICY_OUTPUT`` only: a judge's replacement was never sampled by the policy.
 
-A summary is trained once, as the last output of the segment that wrote it; in the next segment
-it is message 2 of the prompt and is ``SUMMARY_COPY`` (context only). A fallback summary was
-written by no model, so it is never trained. Tool output is never trained.
+Prompt tokens are typed from the message kinds the trajectory recorded with every prompt
+(``ModelCall.message_kinds``), never from positions. A summary is trained once, as the last
+output of the segment that wrote it; in the next segment it is a ``summary`` message of the
+prompt and is ``SUMMARY_COPY`` (context only). A fallback summary was written by no model, so
+it is never trained. Tool output is never trained.
+
+A segment carries no reward: the episode's reward is ``Trajectory.reward`` (one source), and
+the learner gives every segment of a trajectory that trajectory's advantage.
 
 Token ids: a call's recorded ``prompt_token_ids`` / ``output_token_ids`` are used when the
 policy gave them (no re-rendering drift); otherwise the tokenizer's chat template renders them.
@@ -36,7 +41,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from tqdm import tqdm
 
-from ac_env.trajectory import CompactionEvent, EpisodeEnd, ModelCall, Trajectory
+from ac_env.context import MessageKind
+from ac_env.trajectory import CompactionEvent, ModelCall, Trajectory
 
 PrefixMismatch = Literal["raise", "split"]
 
@@ -45,9 +51,10 @@ class TokenKind(IntEnum):
     """What one token of a segment is. Only the two ``*_OUTPUT`` kinds of models are trained."""
 
     PROMPT_SCAFFOLD = 0
-    """System prompt, task, chat-template tokens, the forced-compaction request."""
+    """System prompt, task, chat-template tokens, a request for a summary."""
     TOOL_OUTPUT = 1
-    """The environment's reply to an action: command output with its status, format errors."""
+    """The environment's reply to an action: command output with its status, format errors,
+    the note that a compaction was skipped."""
     SUMMARY_COPY = 2
     """The summary that opens a segment after a rewrite (written in the previous segment)."""
     HISTORY_COPY = 3
@@ -64,6 +71,19 @@ class TokenKind(IntEnum):
 SFT_TRAINED = frozenset({TokenKind.POLICY_OUTPUT, TokenKind.JUDGE_OUTPUT})
 GRPO_TRAINED = frozenset({TokenKind.POLICY_OUTPUT})
 IGNORE_INDEX = -100
+
+# The token kind of each recorded message kind's content; an assistant message is
+# HISTORY_COPY unless the sequence trains it (then it is one of the *_OUTPUT kinds).
+_MESSAGE_TOKEN_KIND: dict[MessageKind, TokenKind] = {
+    "system": TokenKind.PROMPT_SCAFFOLD,
+    "task": TokenKind.PROMPT_SCAFFOLD,
+    "compaction_request": TokenKind.PROMPT_SCAFFOLD,
+    "summary": TokenKind.SUMMARY_COPY,
+    "action": TokenKind.HISTORY_COPY,
+    "observation": TokenKind.TOOL_OUTPUT,
+    "format_error": TokenKind.TOOL_OUTPUT,
+    "compaction_skipped": TokenKind.TOOL_OUTPUT,
+}
 
 _OUTPUT_KIND = {
     "policy": TokenKind.POLICY_OUTPUT,
@@ -82,8 +102,9 @@ class OutputSpan(BaseModel):
     end: int
     produced_by: Literal["policy", "judge", "fallback"]
     format_error: bool
-    """Not a valid action for its turn: a format error, or an answer to a forced-compaction
-    request that was not a valid summary (the fallback summary replaced it)."""
+    """Not a valid action for its turn: a format error, or an answer to a summary request
+    (forced, or after a ``compact`` call) that was not a valid summary (the fallback summary
+    replaced it)."""
     policy_version: int | None = None
 
 
@@ -92,9 +113,8 @@ class Segment(BaseModel):
 
     ``input_ids``, ``token_kinds`` and ``behaviour_logprobs`` are aligned. ``behaviour_logprobs``
     holds the sampler's log-prob of each policy-output token when the policy recorded it, else
-    ``None``. ``reward`` is the episode's (shared by all its segments; ``None`` when grading
-    failed or the episode has no end). ``policy_version`` is the oldest version among the
-    segment's policy outputs (what a staleness bound checks).
+    ``None``. ``policy_version`` is the oldest version among the segment's policy outputs
+    (what a staleness bound checks).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -107,7 +127,6 @@ class Segment(BaseModel):
     token_kinds: list[TokenKind]
     behaviour_logprobs: list[float | None]
     outputs: list[OutputSpan]
-    reward: float | None
     policy_version: int | None
 
     @model_validator(mode="after")
@@ -286,11 +305,9 @@ def _first_difference(expected: list[int], actual: list[int]) -> int | None:
 
 @dataclass
 class _Group:
-    """The model calls of one segment. ``has_summary``: its prompts carry a summary as message 2
-    (a summary rewrite happened before it; observation masking writes none, and keeps one)."""
+    """The model calls of one segment."""
 
     index: int
-    has_summary: bool
     calls: list[ModelCall]
 
 
@@ -317,17 +334,17 @@ def segment_trajectory(
     run_id = run_id or hashlib.sha1(trajectory.to_jsonl().encode()).hexdigest()[:12]
     trajectory_id = f"{trajectory.header.instance_id}:{run_id}"
     renderer = ChatRenderer(tokenizer)
-    instance, end = trajectory.header.instance_id, trajectory.end
+    instance = trajectory.header.instance_id
     segments = []
     for group in _groups(trajectory, trajectory_id):
         tokens = [_call_tokens(call, renderer, trajectory_id) for call in group.calls]
         for part, piece in enumerate(_pieces(tokens, prefix_mismatch, trajectory_id)):
-            segments.append(_segment(piece, group, part, renderer, trajectory_id, instance, end))
+            segments.append(_segment(piece, group, part, renderer, trajectory_id, instance))
     return segments
 
 
 def _groups(trajectory: Trajectory, trajectory_id: str) -> list[_Group]:
-    groups = [_Group(0, False, [])]
+    groups = [_Group(0, [])]
     for event in trajectory.events:
         if isinstance(event, CompactionEvent):
             if event.segment_before != groups[-1].index:
@@ -335,8 +352,7 @@ def _groups(trajectory: Trajectory, trajectory_id: str) -> list[_Group]:
                     f"trajectory {trajectory_id}: compaction at step {event.step} leaves segment "
                     f"{event.segment_before}, but segment {groups[-1].index} is open"
                 )
-            has_summary = groups[-1].has_summary or event.trigger != "masking"
-            groups.append(_Group(event.segment_after, has_summary, []))
+            groups.append(_Group(event.segment_after, []))
         elif isinstance(event, ModelCall):
             if event.segment != groups[-1].index:
                 raise SegmentationError(
@@ -405,10 +421,9 @@ def _segment(
     renderer: ChatRenderer,
     trajectory_id: str,
     instance_id: str,
-    end: EpisodeEnd | None,
 ) -> Segment:
     last = piece[-1]
-    content_kinds = _content_kinds(last.call, group.has_summary)
+    content_kinds = [_MESSAGE_TOKEN_KIND[kind] for kind in last.call.message_kinds]
     rendered, kinds = renderer.prompt_ids_and_kinds(last.call.messages, content_kinds)
     if rendered != last.prompt_ids:
         position = _first_difference(rendered, last.prompt_ids)
@@ -453,35 +468,15 @@ def _segment(
         token_kinds=kinds,
         behaviour_logprobs=logprobs,
         outputs=spans,
-        reward=end.reward if end is not None else None,
         policy_version=min(versions) if versions else None,
     )
 
 
-def _content_kinds(call: ModelCall, has_summary: bool) -> list[TokenKind]:
-    """The kind of each message's content in ``call``'s prompt, from the trajectory's structure:
-    system and task, then (after a summary rewrite) the summary and the kept interactions, then
-    this segment's turns (after observation masking: the history, outputs masked). Assistant
-    turns are ``HISTORY_COPY`` here; the caller marks the outputs this sequence trains."""
-    kinds = []
-    for index, message in enumerate(call.messages):
-        role = message["role"]
-        if index < 2 or role == "system":
-            kinds.append(TokenKind.PROMPT_SCAFFOLD)
-        elif index == 2 and has_summary:
-            kinds.append(TokenKind.SUMMARY_COPY)
-        elif role == "assistant":
-            kinds.append(TokenKind.HISTORY_COPY)
-        else:
-            kinds.append(TokenKind.TOOL_OUTPUT)
-    if call.forced_compaction_request:  # the request is the last message; it is never kept
-        kinds[-1] = TokenKind.PROMPT_SCAFFOLD
-    return kinds
-
-
 def _is_format_error(call: ModelCall) -> bool:
+    """A format error, or an answer to a summary request that is not a valid summary."""
     kind = call.action.get("kind")
-    return kind == "format_error" or (call.forced_compaction_request and kind != "compact")
+    requested = call.message_kinds[-1] == "compaction_request"
+    return kind == "format_error" or (requested and kind != "compact")
 
 
 # ---- many trajectories, and the JSONL form ---------------------------------------------------

@@ -34,7 +34,7 @@ from transformers.trainer_pt_utils import LengthGroupedSampler
 import ac_env  # noqa: F401  (registers the env id)
 from ac_env import PolicyOutput
 from ac_env.agents.rollout import rollout
-from ac_env.prompts import COMPACTION_REQUEST
+from ac_env.compaction.texts import COMPACTION_REQUEST
 from ac_env.tasks.model import Task
 from ac_env.trajectory import Trajectory
 from ac_train.models import ensure_smollm2_checkpoint

@@ -19,7 +19,7 @@ import gymnasium as gym
 import ac_env  # noqa: F401  (registers the ids)
 from ac_env.actions import SUMMARY_HEADER
 from ac_env.agents import Policy, PolicyOutput, ReferenceAgent, rollout
-from ac_env.prompts import COMPACTION_REQUEST
+from ac_env.compaction.texts import COMPACTION_REQUEST
 
 
 class BudgetedCompactor:

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from accelerate import Accelerator
 
-import ac_train.grpo
+from ac_env.trajectory import Trajectory
 from ac_train.async_rl import AsyncGRPOTrainer
 from ac_train.cli import main
 from ac_train.grpo import GRPOConfig, GRPOTrainer, learner_step
@@ -115,7 +115,7 @@ def run_refusals(task_file: str, out: str) -> None:
 
 def run_cli(args: list[str]) -> int:
     rewards = itertools.cycle([1.0, 0.0])
-    ac_train.grpo._reward = lambda trajectory: next(rewards)
+    Trajectory.reward = property(lambda trajectory: next(rewards))
     return main(args)
 
 

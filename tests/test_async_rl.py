@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-import ac_train.grpo
+from ac_env.trajectory import Trajectory
 from ac_train.async_rl import AsyncConfig, AsyncGRPOTrainer, GroupQueue, RolloutWorkerError
 from ac_train.cli import main
 from ac_train.grpo import TRAINER_STATE, GRPOConfig, RolloutGroup, read_metrics
@@ -122,7 +122,7 @@ def alternating_rewards(monkeypatch):
     """A random tiny model never fixes the bug: each group gets one success and one failure,
     so the learner's steps on the workers' real rollouts carry a gradient."""
     rewards = itertools.cycle([1.0, 0.0])
-    monkeypatch.setattr(ac_train.grpo, "_reward", lambda trajectory: next(rewards))
+    monkeypatch.setattr(Trajectory, "reward", property(lambda trajectory: next(rewards)))
 
 
 def grpo_config(tmp_path, tiny_task_file, steps: int, workers: int = 2) -> GRPOConfig:

@@ -18,8 +18,8 @@ from ac_env.bench.cli import main
 from ac_env.bench.config import claim_directory
 from ac_env.bench.runner import RECORDS_FILE, read_records, select_tasks
 from ac_env.bench.workers import SkipAwareReference
+from ac_env.compaction.texts import COMPACTION_SKIPPED
 from ac_env.policy import PolicyOutput
-from ac_env.prompts import COMPACTION_SKIPPED
 from ac_env.strategies import get_strategy
 
 

@@ -130,6 +130,7 @@ def call(step, action):
         step=step,
         segment=0,
         messages=[],
+        message_kinds=[],
         output="",
         action=action,
         context_tokens=10,

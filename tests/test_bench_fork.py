@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ac_env.actions import SUMMARY_HEADER
 from ac_env.bench import BenchConfig
 from ac_env.bench import fork as fork_module
 from ac_env.bench.cli import main
@@ -21,9 +22,9 @@ from ac_env.bench.fork import (
     run_fork,
 )
 from ac_env.bench.fork_report import strategy_regret
+from ac_env.compaction.texts import COMPACTION_SKIPPED
 from ac_env.cost import CallCost
 from ac_env.policy import PolicyOutput
-from ac_env.prompts import COMPACTION_SKIPPED
 from ac_env.trajectory import CompactionEvent, ModelCall, ToolResult, Trajectory
 
 SUMMARY = (
@@ -109,14 +110,16 @@ def test_branches_differ_exactly_at_the_compaction(tiny_task_file, tmp_path, for
 
     assert timeless(with_) == timeless(original)  # the 'with' branch is the original's run
     calls = [t.model_calls() for t in (with_, without)]
-    assert calls[0][: fork.step + 1] == calls[1][: fork.step + 1]  # same prompts, same output
+    assert calls[0][: fork.step] == calls[1][: fork.step]  # same prompts, same outputs
+    assert calls[0][fork.step].messages == calls[1][fork.step].messages
     assert calls[0][fork.step].output == SUMMARY
+    assert calls[1][fork.step].output == SUMMARY_HEADER  # skipped: no summary generated
     compaction = after_call(with_, fork.step)
     assert isinstance(compaction, CompactionEvent) and compaction.summary == SUMMARY
     assert isinstance(after_call(without, fork.step), ModelCall)  # nothing compacted
     assert calls[0][fork.step + 1].messages[2:] == [{"role": "user", "content": SUMMARY}]
     assert calls[1][fork.step + 1].messages[-2:] == [
-        {"role": "assistant", "content": SUMMARY},
+        {"role": "assistant", "content": SUMMARY_HEADER},
         {"role": "user", "content": COMPACTION_SKIPPED},
     ]
 

@@ -35,6 +35,7 @@ def call(step: int, kind: str, context: int, uncached: int, cached: int, output:
         step=step,
         segment=kw.pop("segment", 0),
         messages=[{"role": "system", "content": "s"}],
+        message_kinds=["system"],
         output="x",
         action={"kind": kind},
         context_tokens=context,

@@ -1,5 +1,6 @@
 import pytest
 
+from ac_env.compaction import rewrite_prefix
 from ac_env.context import Context
 from ac_env.cost import CostMeter, PriceTier, Pricing, make_pricing
 from ac_env.tokens import ApproxTokenCounter
@@ -38,7 +39,7 @@ def test_rewrite_replaces_history_after_task():
     for i in range(5):
         interaction(ctx, i)
     before = ctx.tokens
-    done = ctx.rewrite("# Auto Context Summary\n## Known\nx", keep_recent=0)
+    done = rewrite_prefix(ctx, "# Auto Context Summary\n## Known\nx", keep_recent=0)
     assert [m.kind for m in ctx.messages] == ["system", "task", "summary"]
     assert ctx.observation()[2] == {
         "role": "user",
@@ -53,7 +54,7 @@ def test_rewrite_keeps_recent_interactions_but_not_summary_requests():
     for i in range(4):
         interaction(ctx, i)
     ctx.append("user", "please summarize", "compaction_request")
-    done = ctx.rewrite("# Auto Context Summary", keep_recent=2)
+    done = rewrite_prefix(ctx, "# Auto Context Summary", keep_recent=2)
     contents = [m["content"] for m in ctx.observation()]
     assert contents[3] == "```bash\ncat file2.py\n```"
     assert contents[5] == "```bash\ncat file3.py\n```"
@@ -64,7 +65,7 @@ def test_rewrite_keeps_recent_interactions_but_not_summary_requests():
 def test_keep_recent_larger_than_history_keeps_all():
     ctx = Context(ApproxTokenCounter(), "sys", "task")
     interaction(ctx, 0)
-    ctx.rewrite("# Auto Context Summary", keep_recent=5)
+    rewrite_prefix(ctx, "# Auto Context Summary", keep_recent=5)
     assert len(ctx.messages) == 5
 
 
@@ -100,7 +101,7 @@ def test_rewrite_invalidates_cache_from_rewrite_point():
     for i in range(3):
         interaction(ctx, i)
     meter.charge(ctx.prompt_fingerprint(), 5)
-    ctx.rewrite("# Auto Context Summary\n## Known\nx", keep_recent=1)
+    rewrite_prefix(ctx, "# Auto Context Summary\n## Known\nx", keep_recent=1)
     after = meter.charge(ctx.prompt_fingerprint(), 5)
     assert after.input_cached == fixed  # only system + task still hit the cache
     assert after.input_uncached == ctx.tokens - fixed

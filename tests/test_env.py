@@ -14,8 +14,8 @@ import ac_env  # noqa: F401  (registers the ids)
 from ac_env import Bash, PolicyOutput
 from ac_env.agents.oracle import GoldPatchPolicy
 from ac_env.compaction import parse_sections
+from ac_env.compaction.texts import COMPACTION_REQUEST
 from ac_env.config import ConfigError
-from ac_env.prompts import COMPACTION_REQUEST
 
 SUMMARY = (
     "# Auto Context Summary\n## Known\nadd() subtracts in calc/ops.py\n"

@@ -10,7 +10,7 @@ import random
 import pytest
 import torch
 
-import ac_train.grpo
+from ac_env.trajectory import Trajectory
 from ac_train.cli import main
 from ac_train.grpo import (
     GRPOConfig,
@@ -43,7 +43,6 @@ def segment(
     trained: set[int],
     behaviour: dict[int, float],
     index: int = 0,
-    reward: float | None = 1.0,
 ) -> Segment:
     kinds = [
         TokenKind.POLICY_OUTPUT if i in trained else TokenKind.HISTORY_COPY
@@ -57,7 +56,6 @@ def segment(
         token_kinds=kinds,
         behaviour_logprobs=[behaviour.get(i) for i in range(len(input_ids))],
         outputs=[],
-        reward=reward,
         policy_version=0,
     )
 
@@ -106,10 +104,7 @@ def test_infra_error_rollout_leaves_the_baseline_and_gets_no_gradient():
     advantages = group_advantages([1.0, 0.0, None, 0.0], scale_by_std=False)
     assert advantages[2] is None
     assert advantages[0] == pytest.approx(1 - 1 / 3) and advantages[1] == pytest.approx(-1 / 3)
-    segments = [
-        segment(f"t{i}", [5, 6, 7, 8], {2, 3}, {2: -1.0, 3: -1.0}, reward=r)
-        for i, r in enumerate([1.0, 0.0, None, 0.0])
-    ]
+    segments = [segment(f"t{i}", [5, 6, 7, 8], {2, 3}, {2: -1.0, 3: -1.0}) for i in range(4)]
     sequences = policy_sequences(segments, {f"t{i}": a for i, a in enumerate(advantages)})
     assert len(sequences) == 3
     assert [s.advantage for s in sequences] == [advantages[0], advantages[1], advantages[3]]
@@ -299,7 +294,7 @@ def alternating_rewards(monkeypatch):
     """A random tiny model never fixes the bug: give each group one success and one failure,
     so the trainer's own rollouts (real segments, real behaviour log-probs) carry a gradient."""
     rewards = itertools.cycle([1.0, 0.0])
-    monkeypatch.setattr(ac_train.grpo, "_reward", lambda trajectory: next(rewards))
+    monkeypatch.setattr(Trajectory, "reward", property(lambda trajectory: next(rewards)))
 
 
 @pytest.mark.slow

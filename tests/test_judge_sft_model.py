@@ -10,8 +10,8 @@ import pytest
 import torch
 from sandbox_task import diff_after, git
 
+from ac_env.compaction.texts import COMPACTION_REQUEST
 from ac_env.policy import PolicyOutput
-from ac_env.prompts import COMPACTION_REQUEST
 from ac_env.tasks.model import GroundTruth, Task
 from ac_train.collect import CollectConfig, collect
 from ac_train.segments import TokenKind, read_segments

@@ -18,7 +18,8 @@ from ac_env.agents.repairs import Edit, function_edits, line_fixes
 from ac_env.agents.reproduce import from_issue
 from ac_env.agents.working_state import WorkingState, read_summary, write_summary
 from ac_env.compaction import summary_problems
-from ac_env.prompts import COMPACTION_REQUEST, SYSTEM_PROMPT, task_message
+from ac_env.compaction.texts import COMPACTION_REQUEST
+from ac_env.prompts import SYSTEM_PROMPT, task_message
 from ac_env.tasks.model import GroundTruth, Task
 
 ISSUE = "add(2, 3) returns -1 instead of 5."

@@ -13,7 +13,7 @@ import torch
 import ac_env  # noqa: F401  (registers the env id)
 from ac_env import PolicyOutput
 from ac_env.agents.rollout import rollout
-from ac_env.prompts import COMPACTION_REQUEST
+from ac_env.compaction.texts import COMPACTION_REQUEST, WORKING_STATE_REQUEST
 from ac_env.trajectory import CompactionEvent, ModelCall, Trajectory
 from ac_train.models import TransformersPolicy, tiny_model_and_tokenizer
 from ac_train.segments import (
@@ -145,7 +145,6 @@ def assert_segment_invariants(trajectory: Trajectory, segments: list[Segment], t
     for segment in segments:
         assert segment.trajectory_id.startswith(instance + ":")
         assert segment.instance_id == instance
-        assert segment.reward == trajectory.end.reward
         trained = segment.sft_mask()
         inside_outputs = [False] * len(segment.input_ids)
         for span in segment.outputs:
@@ -282,7 +281,7 @@ def test_tiny_model_trajectory_has_the_cases_under_test(model_trajectory):
     calls = model_trajectory.model_calls()
     assert calls[0].output_token_ids is not None and calls[0].policy_version == 3
     kinds = [(e.trigger, e.summarizer) for e in model_trajectory.compactions()]
-    assert kinds[0] == ("proactive", "policy") and ("forced", "fallback") in kinds
+    assert kinds[0] == ("proactive", "judge") and ("forced", "fallback") in kinds
     assert calls[2].produced_by == "judge"
 
 
@@ -348,6 +347,30 @@ def test_observation_masking_segments_keep_the_summary_as_context(tiny_task_file
     assert TokenKind.HISTORY_COPY in segments[-1].token_kinds
 
 
+def test_segments_read_the_recorded_kinds_of_a_tool_call_compaction(tiny_task_file, tiny):
+    """Protocol ``tool_call``: the env's request after a ``compact`` call is scaffolding, not
+    tool output, and an answer to it that is no summary is a format error (the fallback wrote
+    the summary); the skipped-compaction note is the env's reply. All read from the kinds
+    recorded with each prompt, none from positions."""
+    _, tokenizer = tiny
+    call = "THOUGHT: compact\n```bash\ncompact\n```"
+    turns = [bash("ls"), call, bash("ls calc"), bash("submit")]
+    env = make_env(tiny_task_file, compaction_protocol="tool_call")
+    trajectory = rollout(env, ScriptedPolicy(turns, []), options={"task_id": "tiny-calc-1"})
+    env.close()
+    assert [(e.trigger, e.summarizer) for e in trajectory.compactions()] == [
+        ("proactive", "fallback")
+    ]
+    first, second = segment_trajectory(trajectory, tokenizer)
+    assert_segment_invariants(trajectory, [first, second], tokenizer)
+    scaffold = tokenizer.decode([t for run in runs(first, TokenKind.PROMPT_SCAFFOLD) for t in run])
+    tool_output = tokenizer.decode([t for run in runs(first, TokenKind.TOOL_OUTPUT) for t in run])
+    assert WORKING_STATE_REQUEST in scaffold and WORKING_STATE_REQUEST not in tool_output
+    (answer,) = [span for span in first.outputs if span.step == 2]
+    assert answer.format_error
+    assert not any(span.format_error for span in first.outputs if span.step != 2)
+
+
 def test_template_that_rewrites_earlier_turns_fails_the_prefix_check(tiny_task_file, tiny):
     """A template that strips thinking from earlier assistant turns changes the prompt."""
     _, tokenizer = tiny
@@ -395,6 +418,6 @@ def test_segments_round_trip_through_jsonl_and_files(scripted_trajectory, tiny, 
     out.parent.mkdir()
     assert write_segments(segments, out) == 4
     assert read_segments(out) == segments
-    out.write_text(out.read_text().replace('"reward":', '"reward_":', 1))
+    out.write_text(out.read_text().replace('"input_ids":', '"input_ids_":', 1))
     with pytest.raises(SegmentationError, match=r"all.jsonl:1: "):
         read_segments(out)

@@ -12,7 +12,7 @@ from datasets import load_from_disk
 
 import ac_env  # noqa: F401  (registers the env id)
 from ac_env.agents.rollout import rollout
-from ac_env.prompts import COMPACTION_REQUEST
+from ac_env.compaction.texts import COMPACTION_REQUEST
 from ac_env.trajectory import Trajectory
 from ac_train.cli import main
 from ac_train.models import load_model, tiny_model_and_tokenizer

@@ -11,10 +11,10 @@ import gymnasium as gym
 import pytest
 import torch
 
-import ac_train.grpo
 from ac_env.agents.reference import ReferenceAgent
 from ac_env.agents.rollout import rollout
 from ac_env.policy import PolicyOutput
+from ac_env.trajectory import Trajectory
 from ac_train.async_rl import AsyncGRPOTrainer
 from ac_train.cli import main
 from ac_train.grpo import DemonstrationStarts, GRPOConfig, GRPOTrainer
@@ -120,7 +120,7 @@ def test_only_what_the_policy_wrote_after_the_start_is_trained(tiny_task_file):
 @pytest.mark.slow
 def test_grpo_steps_from_demonstration_starts(tmp_path, tiny_task_file, monkeypatch):
     rewards = itertools.cycle([1.0, 0.0])  # the tiny model never fixes the bug itself
-    monkeypatch.setattr(ac_train.grpo, "_reward", lambda trajectory: next(rewards))
+    monkeypatch.setattr(Trajectory, "reward", property(lambda trajectory: next(rewards)))
     model, tokenizer = tiny_model_and_tokenizer()
     initial = {k: v.clone() for k, v in model.state_dict().items()}
     config = GRPOConfig(

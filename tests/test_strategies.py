@@ -6,14 +6,11 @@ import gymnasium as gym
 import pytest
 
 import ac_env  # noqa: F401  (registers the ids)
+from ac_env.actions import SUMMARY_HEADER
+from ac_env.compaction import mask_observations
+from ac_env.compaction.texts import COMPACTION_REQUEST, COMPACTION_SKIPPED, MASKED_OUTPUT
 from ac_env.context import Context
-from ac_env.prompts import (
-    COMPACTION_REQUEST,
-    COMPACTION_SKIPPED,
-    MASKED_OUTPUT,
-    SYSTEM_PROMPT,
-    SYSTEM_PROMPT_NO_COMPACTION,
-)
+from ac_env.prompts import SYSTEM_PROMPT, SYSTEM_PROMPT_NO_COMPACTION
 from ac_env.strategies import DEFAULT_THRESHOLD, MASKING_KEEP, STRATEGIES, get_strategy
 from ac_env.tokens import ApproxTokenCounter
 
@@ -52,9 +49,9 @@ def test_prompts_offer_compaction_only_where_the_strategy_relies_on_it():
     for strategy in STRATEGIES.values():
         prompt = strategy.env_kwargs()["system_prompt"]
         assert (offered in prompt) == strategy.proactive, strategy.name
-    assert "When NOT to compact" in STRATEGIES["self"].env["system_prompt"]
-    assert "When NOT to compact" not in STRATEGIES["learned"].env["system_prompt"]
-    assert STRATEGIES["learned"].env["system_prompt"] == SYSTEM_PROMPT
+    assert "When NOT to compact" in STRATEGIES["self"].env_kwargs()["system_prompt"]
+    assert "When NOT to compact" not in STRATEGIES["learned"].env_kwargs()["system_prompt"]
+    assert STRATEGIES["learned"].env_kwargs()["system_prompt"] == SYSTEM_PROMPT
 
 
 def test_thresholds_and_the_length_fallback():
@@ -84,7 +81,13 @@ def test_summary_ignored_keeps_the_history_and_the_cache(tiny_task_file):
     obs, *_ = env.step(bash("echo one"))
     obs, _, _, _, info = env.step(SUMMARY)
     assert not info["prefix_rewritten"] and info["segment"] == 0
-    assert [m["content"] for m in obs[-2:]] == [SUMMARY, COMPACTION_SKIPPED]
+    # the reply is cut at the heading: no summary is kept ...
+    assert [m["content"] for m in obs[-2:]] == [SUMMARY_HEADER, COMPACTION_SKIPPED]
+    assert not any("add() subtracts" in m["content"] for m in obs)
+    # ... nor billed: the output is the heading's tokens only
+    counter = ApproxTokenCounter()
+    heading = counter.count(SUMMARY_HEADER) + counter.message_overhead("assistant")
+    assert info["cost"]["step"]["output"] == heading < counter.count(SUMMARY)
     assert "one" in obs[3]["content"]  # the command's output is still there
     prompt_before = info["context_tokens"]
     _, _, _, _, info = env.step(bash("echo two"))
@@ -93,7 +96,9 @@ def test_summary_ignored_keeps_the_history_and_the_cache(tiny_task_file):
     assert info["cost"]["step"]["input_uncached"] < prompt_before
     trajectory = env.unwrapped.trajectory
     assert trajectory.compactions() == []
-    assert trajectory.model_calls()[1].action["kind"] == "compact"
+    skipped = trajectory.model_calls()[1]
+    assert skipped.action == {"kind": "compact", "summary": SUMMARY_HEADER}
+    assert skipped.output == SUMMARY_HEADER
     env.close()
 
 
@@ -149,7 +154,7 @@ def test_context_masking_unit():
         context.append("assistant", f"cmd {i}", "action")
         context.append("user", "long output " * 50, "observation")
     before = context.tokens
-    done = context.mask_observations(2, MASKED_OUTPUT)
+    done = mask_observations(context, 2)
     assert done is not None and done.rewrite_from == 3 and done.segment == 1
     assert context.tokens < before and done.tokens_after == context.tokens
     assert [m.content == MASKED_OUTPUT for m in context.messages[3::2]] == [
@@ -158,5 +163,5 @@ def test_context_masking_unit():
         False,
         False,
     ]
-    assert context.mask_observations(2, MASKED_OUTPUT) is None  # nothing new to mask
+    assert mask_observations(context, 2) is None  # nothing new to mask
     assert context.segment == 1

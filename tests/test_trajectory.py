@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from ac_env.cost import CallCost
@@ -24,6 +26,7 @@ def build():
             step=0,
             segment=0,
             messages=[sys_msg, task],
+            message_kinds=["system", "task"],
             output=act["content"],
             action={"kind": "bash", "command": "ls"},
             context_tokens=10,
@@ -48,6 +51,7 @@ def build():
             step=1,
             segment=0,
             messages=[sys_msg, task, act, obs],
+            message_kinds=["system", "task", "action", "observation"],
             output="# Auto Context Summary",
             action={"kind": "compact"},
             context_tokens=20,
@@ -76,6 +80,7 @@ def build():
             step=2,
             segment=1,
             messages=[sys_msg, task, {"role": "user", "content": "# Auto"}],
+            message_kinds=["system", "task", "summary"],
             output="```bash\nsubmit\n```",
             action={"kind": "submit"},
             context_tokens=12,
@@ -128,3 +133,83 @@ def test_bad_lines_name_file_and_line(tmp_path):
     path.write_text("")
     with pytest.raises(TrajectoryFormatError, match="empty"):
         Trajectory.read(path)
+
+
+def test_message_kinds_travel_through_the_file(tmp_path):
+    t = build()
+    lines = [json.loads(line) for line in t.to_jsonl().splitlines()]
+    stored = [m["kind"] for m in lines[3]["messages"]["new"]]
+    assert stored == ["action", "observation"]  # each stored message carries its kind
+    path = tmp_path / "t.jsonl"
+    t.write(path)
+    back = Trajectory.read(path)
+    assert [c.message_kinds for c in back.model_calls()] == [
+        ["system", "task"],
+        ["system", "task", "action", "observation"],
+        ["system", "task", "summary"],
+    ]
+    assert all("kind" not in m for c in back.model_calls() for m in c.messages)
+
+
+def test_a_call_needs_one_kind_per_message():
+    with pytest.raises(ValueError, match="1 message_kinds for 2 messages"):
+        ModelCall(
+            step=0,
+            segment=0,
+            messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "t"}],
+            message_kinds=["system"],
+            output="x",
+            action={"kind": "format_error", "message": "m"},
+            context_tokens=1,
+            cost=CallCost(),
+        )
+
+
+def _old_call(step, segment, shared, new, **extra):
+    return {
+        "kind": "model_call",
+        "step": step,
+        "segment": segment,
+        "messages": {"shared": shared, "new": new},
+        "output": "x",
+        "action": {"kind": "bash", "command": "ls"},
+        "context_tokens": 5,
+        "cost": {},
+        **extra,
+    }
+
+
+def test_files_written_before_kinds_were_recorded_still_load(tmp_path):
+    """An old-format file (no kinds): they are inferred once, at load time."""
+    user = lambda text: {"role": "user", "content": text}  # noqa: E731
+    act = {"role": "assistant", "content": "```bash\nls\n```"}
+    summary = "# Auto Context Summary\n## Known\nk\n## Workspace\nw\n## Next\nn"
+    old = [
+        {"kind": "header", "instance_id": "t-1", "split": "easy"},
+        _old_call(0, 0, 0, [{"role": "system", "content": "sys"}, user("task")]),
+        _old_call(1, 0, 2, [act, user("[exit code 0]\na.py")]),
+        _old_call(2, 0, 4, [act, user("[format error] No action found"), act, user("please")],
+                  forced_compaction_request=True),
+        {"kind": "compaction", "step": 2, "trigger": "forced", "summarizer": "policy",
+         "summary": summary, "rewrite_from": 2, "segment_before": 0, "segment_after": 1,
+         "tokens_before": 9, "tokens_after": 4, "kept_messages": 0},
+        _old_call(3, 1, 2, [user(summary), act, user("[compaction skipped: this run ...]")]),
+    ]  # fmt: skip
+    path = tmp_path / "old.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in old) + "\n")
+    calls = Trajectory.read(path).model_calls()
+    assert calls[2].message_kinds == [
+        "system", "task", "action", "observation", "action", "format_error", "action",
+        "compaction_request",
+    ]  # fmt: skip
+    assert calls[3].message_kinds == [
+        "system", "task", "summary", "action", "compaction_skipped"
+    ]  # fmt: skip
+
+
+def test_the_reward_has_one_source():
+    t = build()
+    assert t.reward == 1.0
+    t.events[-1] = t.events[-1].model_copy(update={"reward": None, "infra_error": "gone"})
+    assert t.reward is None  # an infrastructure failure is no reward, never a silent 0
+    assert Trajectory(t.header).reward is None  # no end yet

@@ -23,8 +23,10 @@ after a compaction), then takes the next step of a plain repair loop:
 
 Every command starts with a comment naming its step (``# try: pkg/mod.py:12 `<` -> `<=```),
 which is how the agent recognizes its own steps in the history. ``compact_when="after_locate"``
-makes it compact on its own once the bug is located (a phase-aware trigger); it always answers
-the environment's forced compaction request with a valid summary.
+makes it compact on its own once the bug is located (a phase-aware trigger), in the form of the
+env's ``compaction_protocol``: the summary itself (``inline``), or a bare ``compact`` call and
+then the summary the env asks for (``tool_call``). It always answers the environment's
+requests for a summary with a valid one.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from ac_env.actions import SUMMARY_HEADER, Bash, TerminalParser
+from ac_env.actions import SUMMARY_HEADER, Bash, CompactCall, TerminalParser
 from ac_env.agents.edit_script import EDIT_FAILED, edit_command, parse_edit, undo_command
 from ac_env.agents.localize import Suspect, localize_command, parse_report
 from ac_env.agents.repairs import Edit, function_edits
@@ -43,8 +45,9 @@ from ac_env.agents.reproduce import Reproduction, from_issue, verdict
 from ac_env.agents.twins import HEREDOC_END as TWINS_END
 from ac_env.agents.twins import parse_twins, twins_command
 from ac_env.agents.working_state import WorkingState, read_summary, write_summary
+from ac_env.compaction.protocol import CompactionProtocol
+from ac_env.compaction.texts import COMPACTION_REQUEST, WORKING_STATE_REQUEST
 from ac_env.policy import PolicyOutput
-from ac_env.prompts import COMPACTION_REQUEST
 from ac_env.test_log import TestRunSummary, summarize_pytest_output
 
 CompactWhen = Literal["never", "after_locate"]
@@ -105,7 +108,8 @@ def read_history(observation: Sequence[Mapping[str, str]]) -> History:
         reply = rest[index + 1] if index + 1 < len(rest) else None
         output = reply["content"] if reply and reply["role"] == "user" else ""
         turns.append(Turn(step["kind"], step["detail"], action.command, output))
-    requested = bool(messages) and messages[-1]["content"] == COMPACTION_REQUEST
+    requests = (COMPACTION_REQUEST, WORKING_STATE_REQUEST)
+    requested = bool(messages) and messages[-1]["content"] in requests
     return History(issue, summary, turns, requested)
 
 
@@ -274,17 +278,30 @@ def next_move(state: WorkingState) -> _Function | Edit | None:
 class ReferenceAgent:
     """Implements ``Policy``. Deterministic, model-free, needs only the observation."""
 
-    def __init__(self, compact_when: CompactWhen = "never") -> None:
+    def __init__(
+        self,
+        compact_when: CompactWhen = "never",
+        compaction_protocol: CompactionProtocol = "inline",
+    ) -> None:
         if compact_when not in ("never", "after_locate"):
             raise ValueError(f"compact_when: {compact_when!r} is not 'never' or 'after_locate'")
+        if compaction_protocol not in ("inline", "tool_call"):
+            raise ValueError(
+                f"compaction_protocol: {compaction_protocol!r} is not 'inline' or 'tool_call'"
+            )
         self.compact_when = compact_when
+        self.compaction_protocol = compaction_protocol
 
     def act(self, observation: Sequence[Mapping[str, str]]) -> PolicyOutput:
         history = read_history(observation)
         state = replay(history)
         reproduction = from_issue(history.issue)
         thought, command, next_step = self._decide(state, reproduction)
-        if history.compaction_requested or self._compacts_now(history, state):
+        if history.compaction_requested:
+            return PolicyOutput(text=write_summary(state, _task_line(history.issue), next_step))
+        if self._compacts_now(history, state):
+            if self.compaction_protocol == "tool_call":
+                return PolicyOutput(text=f"THOUGHT: compact now\n{CompactCall().render()}")
             return PolicyOutput(text=write_summary(state, _task_line(history.issue), next_step))
         if command is None:
             return PolicyOutput(text=f"THOUGHT: {thought}\n```bash\nsubmit\n```")

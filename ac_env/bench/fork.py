@@ -11,12 +11,12 @@ budget and step limit:
 - **with**: the same output is stepped again and the compaction applies; the strategy goes on
   as in the original (a deterministic worker repeats the original's continuation exactly);
 - **without**: the same output is stepped with compaction switched off from there on: the
-  summary is recorded and not applied (as under ``summary_ignored``: the model's turn stays in
-  the history, followed by ``COMPACTION_SKIPPED``; both branches pay for that call), and no
-  later compaction happens, proactive or forced. (Skipping this one alone is no
-  counterfactual for a forced compaction: the very next turn would be asked again.) The
-  worker goes on as under ``summary_ignored``: the reference agent, seeing its summary
-  skipped, continues as the agent that never compacts.
+  compaction is skipped as under ``summary_ignored`` (no summary generated, billed or kept:
+  the model's turn stays in the history cut at the summary heading, followed by
+  ``COMPACTION_SKIPPED``), and no later compaction happens, proactive or forced. (Skipping
+  this one alone is no counterfactual for a forced compaction: the very next turn would be
+  asked again.) The worker goes on as under ``summary_ignored``: the reference agent, seeing
+  its compaction skipped, continues as the agent that never compacts.
 
 Per compaction: ``regret = success(with) - success(without)`` (+1: the compaction, with the
 compactions after it, won the episode; -1: it lost it; None when a branch's grading failed),
@@ -316,7 +316,7 @@ def _fork_attempt(
         )
         without_compaction = _branch(
             {**env_kwargs, **WITHOUT_COMPACTION},
-            dataclasses.replace(point.snapshot, compaction_pending=False),
+            dataclasses.replace(point.snapshot, compaction_pending=None),
             point,
             makers[1](job.seed),
             fork_dir,
@@ -393,8 +393,8 @@ def _branch(
 
 
 def _skipping(strategy: Strategy) -> Strategy:
-    """The strategy as the worker of the branch without compaction sees it: its summaries
-    are not applied (so the reference agent goes on as under ``summary_ignored``)."""
+    """The strategy as the worker of the branch without compaction sees it: its compactions
+    are skipped (so the reference agent goes on as under ``summary_ignored``)."""
     return dataclasses.replace(strategy, env={**strategy.env, "skip_compaction": True})
 
 

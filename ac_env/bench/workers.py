@@ -16,8 +16,9 @@ from typing import Any, Protocol
 
 from ac_env.agents.http import OpenAIChatPolicy
 from ac_env.agents.reference import ReferenceAgent
+from ac_env.compaction.protocol import CompactionProtocol
+from ac_env.compaction.texts import COMPACTION_SKIPPED
 from ac_env.policy import Policy, PolicyOutput
-from ac_env.prompts import COMPACTION_SKIPPED
 from ac_env.strategies import Strategy
 
 PolicyFactory = Callable[[int], Policy]
@@ -53,12 +54,12 @@ def check_worker(worker: str) -> str:
 
 
 class SkipAwareReference:
-    """The reference agent under a strategy whose summaries are not applied: when its last
-    summary was skipped (``COMPACTION_SKIPPED`` follows it), it continues as the agent that
-    never compacts would, instead of writing the same summary again."""
+    """The reference agent under a strategy whose compactions are skipped: when its last
+    compaction was skipped (``COMPACTION_SKIPPED`` follows it), it continues as the agent that
+    never compacts would, instead of compacting again."""
 
-    def __init__(self) -> None:
-        self._compacting = ReferenceAgent("after_locate")
+    def __init__(self, compaction_protocol: CompactionProtocol = "inline") -> None:
+        self._compacting = ReferenceAgent("after_locate", compaction_protocol)
         self._continuing = ReferenceAgent("never")
 
     def act(self, observation: Sequence[Mapping[str, str]]) -> PolicyOutput:

@@ -35,10 +35,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ac_env.actions import Compact, make_parser
 from ac_env.agents.reference import ReferenceAgent
 from ac_env.compaction import CommandRecord, extractive_summary, summary_problems
+from ac_env.compaction.texts import COMPACTION_REQUEST
 from ac_env.config import ConfigError
 from ac_env.env import AutoCompactSWEEnv
 from ac_env.policy import Policy, PolicyOutput
-from ac_env.prompts import COMPACTION_REQUEST
 from ac_env.timing.features import FEATURE_NAMES, features, steps_since_compaction
 
 logger = logging.getLogger(__name__)
