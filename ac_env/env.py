@@ -219,7 +219,8 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         elif isinstance(turn.action, Bash):
             sandbox_s = self._run_command(turn.output, turn.action)
         else:
-            self._format_error(turn.output, turn.action)
+            assert isinstance(turn.action, FormatError)  # compaction's actions went to act()
+            self._format_error(turn.output, turn.action.message)
         if event is None and exit_reason is None:
             event = self.compaction.mask(self.context, self._steps - 1)
         if event is not None:
@@ -339,10 +340,9 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         )
         return result.duration_s
 
-    def _format_error(self, output: str, error: FormatError | Compact | CompactCall) -> None:
-        assert isinstance(error, FormatError)  # compaction's own actions went to act()
+    def _format_error(self, output: str, problem: str) -> None:
         self.context.append("assistant", output, "action")
-        self.context.append("user", format_error_message(error.message), "format_error")
+        self.context.append("user", format_error_message(problem), "format_error")
 
     def _fallback(self) -> str:
         """The fallback summarizer's summary of the episode so far."""
