@@ -169,3 +169,19 @@ def test_the_reference_agent_under_tool_call(tiny_task_file, skip):
             ("proactive", "policy")
         ]
     assert trajectory.reward == 1.0
+
+
+def test_summary_ignored_inline_with_json_actions(tiny_task_file):
+    env = make(tiny_task_file, skip_compaction=True, action_parser="json")
+    env.reset(seed=0)
+    reply = json.dumps({"name": "compact", "arguments": {"summary": SUMMARY}})
+    _, _, _, _, info = env.step(reply)
+    cut = reply[: reply.index(SUMMARY_HEADER) + len(SUMMARY_HEADER)]
+    assert info["cost"]["step"]["output"] == output_tokens(cut)
+    call = env.unwrapped.trajectory.model_calls()[-1]
+    assert call.output == cut and call.action == {"kind": "compact", "summary": SUMMARY_HEADER}
+    assert not summary_anywhere(env)
+    # a "summary" without the heading is none: a format error, as without summary-ignored
+    obs, *_ = env.step(json.dumps({"name": "compact", "arguments": {"summary": "notes"}}))
+    assert obs[-1]["content"].startswith("[format error] Summary not applied")
+    env.close()

@@ -80,12 +80,7 @@ class Compactor:
         if self.pending is not None:
             return Turn(_validated(parsed), output, generation, self.pending)
         if isinstance(parsed, Compact) and self.skip:
-            cut = _cut_at_heading(output)
-            if cut is not None and output[len(cut) :].strip():
-                output = cut
-                generation = {k: v for k, v in generation.items() if k not in _GENERATED_TOKENS}
-            if cut is not None:
-                parsed = Compact(summary=cut.strip())
+            parsed, output, generation = _cut_at_heading(parsed, output, generation)
         wrong = _other_protocol(parsed, self.protocol)
         if wrong is not None:
             return Turn(FormatError(message=wrong), output, generation, None)
@@ -162,10 +157,20 @@ def _other_protocol(parsed: ParseResult, protocol: CompactionProtocol) -> str | 
     return None
 
 
-def _cut_at_heading(output: str) -> str | None:
-    """``output`` up to the end of the summary heading; None when it has none."""
+def _cut_at_heading(
+    parsed: Compact, output: str, generation: dict[str, Any]
+) -> tuple[ParseResult, str, dict[str, Any]]:
+    """Summary-ignored: the reply up to the end of the summary heading, where a backend with
+    stop sequences stops. A reply that goes on is cut, and loses its token ids and log-probs;
+    one without the heading is no summary at all (a format error)."""
     at = output.find(SUMMARY_HEADER)
-    return None if at < 0 else output[: at + len(SUMMARY_HEADER)]
+    if at < 0:
+        return _validated(parsed), output, generation
+    cut = output[: at + len(SUMMARY_HEADER)]
+    if output[len(cut) :].strip():
+        output = cut
+        generation = {k: v for k, v in generation.items() if k not in _GENERATED_TOKENS}
+    return Compact(summary=SUMMARY_HEADER), output, generation
 
 
 def _event(
