@@ -5,7 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 
 import ac_env  # noqa: F401  (registers the ids)
-from ac_env.bench.audit import RunTally, SummaryWorkspace, audit_summary
+from ac_env.bench.audit import RunTally, SummaryWorkspace, audit_summary, audit_trajectory
 from ac_env.bench.continuation import continuations, follows
 from ac_env.cost import CallCost
 from ac_env.tasks.model import GroundTruth, Task
@@ -172,6 +172,28 @@ def test_continuation_rereads_researches_and_following_the_next_step():
     (found,) = continuations(t)
     assert (found.step, found.rereads, found.researches) == (2, 1, 1)
     assert found.follows_next_step is True
+
+
+def test_a_skipped_compaction_wrote_no_summary_to_audit():
+    text = summary()
+    t = Trajectory(TrajectoryHeader(instance_id="t-1", split="easy"))
+    t.append(call(0, {"kind": "compact", "summary": "# Auto Context Summary"}))  # skipped
+    t.append(call(1, {"kind": "compact", "summary": text}))
+    t.append(
+        CompactionEvent(
+            step=1,
+            trigger="proactive",
+            summarizer="policy",
+            summary=text,
+            rewrite_from=2,
+            segment_before=0,
+            segment_after=1,
+            tokens_before=100,
+            tokens_after=20,
+            kept_messages=0,
+        )
+    )
+    assert [audit.step for audit in audit_trajectory(t, TASK, {}, None)] == [1]
 
 
 def test_follows_rules():

@@ -1,7 +1,8 @@
 """Summary audit, grounded in what the workspace and the trajectory held when a summary was
 written (beyond a keyword screen for the template's sections).
 
-Each summary the policy wrote (applied or skipped) is checked, claim class by claim class:
+Each summary the policy wrote is checked (a skipped compaction, summary-ignored, writes none),
+claim class by claim class:
 
 - **key state**: once a file the bug is in has been read, the summary names it (or the
   function); every file the workspace has changed (``git diff`` at that moment) is named;
@@ -181,9 +182,10 @@ def audit_trajectory(
     """Every summary the policy wrote in ``trajectory`` (``changed_at``: ``SummaryWorkspace``'s
     record of the files changed when each was written)."""
     results = trajectory.tool_results()
+    written = {e.step for e in trajectory.compactions() if e.trigger != "masking"}
     audits = []
     for call in trajectory.model_calls():
-        if call.action.get("kind") != "compact":
+        if call.action.get("kind") != "compact" or call.step not in written:
             continue
         last_run = last_test_run([r for r in results if r.step < call.step], completed=True)
         audits.append(

@@ -198,7 +198,7 @@ def write_report(
             "after a ground-truth file was first read.",
             "## Summary audit and continuation after compaction",
             audit_table(records),
-            "Audit rates are over the summaries the policy wrote (applied or skipped); "
+            "Audit rates are over the summaries the policy wrote (summary-ignored writes none); "
             "re-reads, re-searches and 'follows' are over the first 5 steps after each applied "
             "summary (see ac_env/bench/audit.py and continuation.py for the rules).",
             *infra_section(records),
