@@ -475,7 +475,7 @@ def _segment(
 def _is_format_error(call: ModelCall) -> bool:
     """A format error, or an answer to a summary request that is not a valid summary."""
     kind = call.action.get("kind")
-    requested = call.message_kinds[-1] == "compaction_request"
+    requested = call.message_kinds[-1:] == ["compaction_request"]
     return kind == "format_error" or (requested and kind != "compact")
 
 
