@@ -49,10 +49,11 @@ BEFORE = [
 ]
 # After it: read all of that back, overflow the forced-compaction threshold, answer the
 # request with a command (so the fallback summary is built from the commands and the diff),
-# submit (graded on the restored workspace).
+# submit (graded on the restored workspace; the symlink goes first, since the grader counts a
+# symlink in the diff as tampering).
 AFTER = [
     bash("cat notes.txt /tmp/work/state; stat -c '%A %N' notes.txt link.py; git status --short"),
-    bash("seq 1 1500"),
+    bash("rm link.py && seq 1 1500"),
     bash("python3 -c 'import calc.ops as o; print(o.add(2, 3))'"),
     bash("submit"),
 ]
