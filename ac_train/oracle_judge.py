@@ -75,7 +75,7 @@ class Facts:
             last_compaction=compactions[-1] if compactions else None,
             root_read_step=root_cause_step(results, view.task),
             changed=changed_files(view.diff),
-            last_run=RunTally.of(last_run[1]) if last_run else None,
+            last_run=RunTally.of(last_run[0].output) if last_run else None,
             failing=list(last_pytest[1].failing) if last_pytest else [],
             forced=bool(view.observation) and view.observation[-1]["content"] == COMPACTION_REQUEST,
             history_chars=sum(len(m["content"]) for m in view.observation[2:]),

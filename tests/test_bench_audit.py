@@ -91,6 +91,19 @@ def test_test_claims_against_the_last_real_run():
     assert not audit(tally, ["pkg/core.py"], RunTally(failed=0, passed=3)).false_workspace_claim
 
 
+def test_a_run_of_several_pytest_sessions_counts_them_all():
+    """The reference agent's localization runs the failing tests, then the rest: its output
+    holds two tallies, and the failing session must not be forgotten."""
+    output = "FAILED tests/t.py::test_a - assert 1\n5 failed in 0.08s\n....\n55 passed in 0.11s\n"
+    tally = RunTally.of(output)
+    assert tally == RunTally(failed=5, passed=55)
+    failing = summary(
+        workspace="- no changes yet", tests="- 5 tests fail", next_="- read pkg/core.py"
+    )
+    assert not audit(failing, last_run=tally).false_workspace_claim
+    assert RunTally.of("no tests ran") is None
+
+
 def test_next_step_concrete_or_missing():
     assert not audit(summary(next_="- grep -rn parse_date pkg")).missed_next_step
     assert audit(summary(next_="- keep going")).missed_next_step

@@ -31,7 +31,7 @@ from pydantic import BaseModel
 from ac_env.compaction import parse_sections
 from ac_env.sandbox.base import WorkspaceError
 from ac_env.tasks import Task
-from ac_env.test_log import TestRunSummary, last_test_run, tally_counts
+from ac_env.test_log import last_test_run, tally_counts
 from ac_env.trajectory import Trajectory
 
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
@@ -90,8 +90,11 @@ class RunTally(BaseModel):
     passed: int
 
     @classmethod
-    def of(cls, run: TestRunSummary) -> RunTally:
-        return cls(failed=run.failed, passed=run.passed)
+    def of(cls, output: str) -> RunTally | None:
+        """The counts a command's output shows, summed over every pytest session in it (the
+        reference agent's localization runs the failing tests, then the rest)."""
+        counts = tally_counts(output)
+        return None if counts is None else cls(passed=counts[0], failed=counts[1])
 
     @property
     def status(self) -> str:
@@ -193,7 +196,7 @@ def audit_trajectory(
                 str(call.action.get("summary", call.output)),
                 call.step,
                 changed_at.get(call.step, []),
-                RunTally.of(last_run[1]) if last_run else None,
+                RunTally.of(last_run[0].output) if last_run else None,
                 task,
                 root_cause_read=root_step is not None and root_step < call.step,
             )
