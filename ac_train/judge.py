@@ -29,8 +29,10 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from ac_env.actions import ActionParser, ParseResult, make_parser
+from ac_env.bench.audit import RunTally
 from ac_env.policy import Policy, PolicyOutput
 from ac_env.tasks import Task
+from ac_env.test_log import last_test_run
 from ac_env.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -116,13 +118,17 @@ JUDGE_RUBRIC = """You review one proposed step of a coding agent that fixes a bu
 its own context (replace its history by a working-state summary starting with \
 '# Auto Context Summary', with sections Known, Workspace, Next).
 
+The request also gives the workspace's real `git diff` and the tally of the last real test run: \
+check every workspace and test claim of a proposed summary against them, not against the \
+agent's words.
+
 Correct the step only for one of these three mistakes:
 1. trigger: the bug is already located but the agent keeps searching (it should compact now: \
 replacement = the summary), or the agent compacts while evidence is still needed, or right \
 after a compaction (replacement = the next investigative command).
 2. working_state: the proposed summary misses the file/function the bug is in, claims an edit \
-or a test result that the history does not show, drops a constraint of the task, or has no \
-concrete next step (replacement = the corrected summary).
+or a test result that the real diff or test run contradicts or the history does not show, \
+drops a constraint of the task, or has no concrete next step (replacement = the corrected summary).
 3. continuation: just after a compaction, the agent searches again for what the summary \
 records, or ignores the summary's planned next step (replacement = the planned action as a \
 ```bash block).
@@ -138,12 +144,23 @@ _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
 def render_review_request(
-    view: JudgeView, candidate: PolicyOutput, max_chars: int = 12_000
+    view: JudgeView, candidate: PolicyOutput, max_chars: int = 12_000, max_diff_chars: int = 4_000
 ) -> list[dict[str, str]]:
     """The LLM judge's prompt: the rubric, the agent's recent history (oldest turns cut to fit
-    ``max_chars``; the task always kept), and the candidate."""
+    ``max_chars``; the task always kept), the workspace's real ``git diff`` (its head, up to
+    ``max_diff_chars``) and the last real test tally, so the judge can check a summary's
+    workspace and test claims as the rubric asks, and the candidate."""
     messages = list(view.observation)
     task = messages[1]["content"] if len(messages) > 1 else ""
+    diff = view.diff if len(view.diff) <= max_diff_chars else view.diff[:max_diff_chars] + "\n[...]"
+    earlier = [r for r in view.trajectory.tool_results() if r.step < view.step]
+    last = last_test_run(earlier, completed=True)
+    run = RunTally.of(last[0].output) if last else None  # as the oracle judge reads it
+    tally = "no test run yet" if run is None else f"{run.failed} failed, {run.passed} passed"
+    state = (
+        f"## Workspace now (real `git diff`)\n```diff\n{diff.strip() or '(no changes)'}\n```\n\n"
+        f"## Last test run (real)\n{tally}"
+    )
     turns = [f"[{m['role']}]\n{m['content']}" for m in messages[2:]]
     history: list[str] = []
     room = max_chars - len(task)
@@ -158,7 +175,7 @@ def render_review_request(
         + (f" (the {dropped} oldest turns omitted)" if dropped else "")
         + "\n"
         + ("\n\n".join(history) or "(no turns yet)")
-        + f"\n\n## Proposed step\n{candidate.text}"
+        + f"\n\n{state}\n\n## Proposed step\n{candidate.text}"
     )
     return [{"role": "system", "content": JUDGE_RUBRIC}, {"role": "user", "content": body}]
 

@@ -1,10 +1,12 @@
 """The oracle judge: decides from the task's ground truth and the real workspace.
 
-The *phase* of an episode is read from what really happened: the bug is **located** once a
-command has shown a file the gold patch changes, or printed such a file's path together with a
-function the gold patch changes (``ac_env.bench.metrics.root_cause_step``, the benchmark's
-phase rule); the workspace is **edited** once ``git diff`` is non-empty. Three checks, in this
-order:
+The method's Judge "only receives the execution history that exists at that moment": it may
+not use knowledge the agent has not earned. The *phase* of an episode is read from what really
+happened: the bug is **located** once a command has shown the agent the buggy function's changed
+lines (``located_step``: a read whose output covers every changed line of a hunk of the gold
+patch, or a traceback or ranking line naming a buggy function together with its file); a
+command that showed any other line of the file (its imports, its docstring) does not locate it.
+The workspace is **edited** once ``git diff`` is non-empty. Three checks, in this order:
 
 - **trigger**. *Compact now*: the bug was located in the current segment at least
   ``solved_patience`` steps ago, nothing is edited yet, the history holds at least
@@ -23,8 +25,10 @@ order:
   planned command.
 
 Every summary the oracle writes follows the template and is grounded in the real diff, the
-last real test run, the files really read, and (only once the bug was located) the ground
-truth; its ``## Next`` section always plans one command in backticks.
+last real test run and the files really read; its ``## Next`` section always plans one command
+in backticks. Nothing derived from ground truth appears in it before the bug is located: no
+buggy file or function, no file "ruled out" (before, the files read are listed as read, with no
+conclusion drawn), no plan that names the buggy function.
 """
 
 from __future__ import annotations
@@ -38,10 +42,10 @@ from ac_env.actions import SUMMARY_HEADER, Bash, Compact, ParseResult, Submit
 from ac_env.agents.reference import ReferenceAgent
 from ac_env.bench.audit import RunTally, audit_summary, changed_files
 from ac_env.bench.continuation import follows
-from ac_env.bench.metrics import root_cause_step
 from ac_env.compaction import CommandRecord, files_read, parse_sections
 from ac_env.compaction.texts import COMPACTION_REQUEST
 from ac_env.policy import PolicyOutput
+from ac_env.tasks import Task
 from ac_env.test_log import last_test_run
 from ac_env.trajectory import CompactionEvent, ToolResult
 from ac_train.judge import ACCEPT, JudgeView, Verdict
@@ -57,7 +61,7 @@ class Facts:
 
     results: list[ToolResult]
     last_compaction: CompactionEvent | None
-    root_read_step: int | None
+    located_step: int | None
     changed: list[str]
     last_run: RunTally | None
     failing: list[str]
@@ -73,7 +77,7 @@ class Facts:
         return cls(
             results=results,
             last_compaction=compactions[-1] if compactions else None,
-            root_read_step=root_cause_step(results, view.task),
+            located_step=located_step(results, view.task),
             changed=changed_files(view.diff),
             last_run=RunTally.of(last_run[0].output) if last_run else None,
             failing=list(last_pytest[1].failing) if last_pytest else [],
@@ -83,12 +87,12 @@ class Facts:
 
     @property
     def located(self) -> bool:
-        return self.root_read_step is not None
+        return self.located_step is not None
 
     @property
     def located_in_segment(self) -> bool:
         since = self.last_compaction.step if self.last_compaction else -1
-        return self.root_read_step is not None and self.root_read_step > since
+        return self.located_step is not None and self.located_step > since
 
 
 class OracleJudge:
@@ -133,8 +137,8 @@ class OracleJudge:
             isinstance(action, Bash)
             and facts.located_in_segment
             and not facts.changed
-            and facts.root_read_step is not None
-            and view.step - facts.root_read_step > self.solved_patience
+            and facts.located_step is not None
+            and view.step - facts.located_step > self.solved_patience
             and facts.history_chars >= self.min_history_chars
             and is_search_or_read(action.command)
         ):
@@ -143,7 +147,7 @@ class OracleJudge:
             decision="correct",
             correction="trigger",
             replacement=oracle_summary(view, facts),
-            reason=f"the bug was located at step {facts.root_read_step} and the policy keeps "
+            reason=f"the bug was located at step {facts.located_step} and the policy keeps "
             "searching: compact now",
         )
 
@@ -221,6 +225,90 @@ class OracleJudge:
         )
 
 
+# ---- where the bug is, as the agent has seen it -------------------------------------------------
+
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One hunk of the gold patch: its file and the lines of the buggy code it changes, as the
+    workspace holds them (stripped; for a pure insertion, the line it follows)."""
+
+    path: str
+    lines: tuple[str, ...]
+
+
+def gold_hunks(task: Task) -> list[Hunk]:
+    """The hunks of ``task.patch`` in the ground truth's files (test files left out)."""
+    if task.ground_truth is None:
+        return []
+    wanted = set(task.ground_truth.files)
+    hunks: list[Hunk] = []
+    path: str | None = None
+    removed: list[str] = []
+    before: str | None = None
+
+    def close() -> None:
+        lines = [line for line in removed if line] or ([before] if before else [])
+        if path in wanted and lines:
+            hunks.append(Hunk(path, tuple(lines)))
+
+    for line in task.patch.splitlines():
+        if line.startswith("diff --git ") or _HUNK.match(line):
+            close()
+            removed, before = [], None
+            if line.startswith("diff --git "):
+                path = None
+        elif line.startswith("+++ "):
+            path = line[4:].removeprefix("b/").strip()
+        elif line.startswith("--- "):
+            continue
+        elif line.startswith("-"):
+            removed.append(line[1:].strip())
+        elif line.startswith(" ") and not removed and line.strip():
+            before = line[1:].strip()
+    close()
+    return hunks
+
+
+def located_step(results: Sequence[ToolResult], task: Task) -> int | None:
+    """The step of the first command that showed the agent the buggy function's changed lines:
+    its output holds every changed line of a hunk of the gold patch (a read covering them:
+    ``cat``, ``sed -n``, ``grep -n``, a long pytest traceback) and its command or output names
+    that hunk's file; or its output names a buggy function together with its file (a traceback
+    frame ``path:54: in name`` or ``File "path", line 54, in name``, a ranking ``path::name``;
+    a grep hit ``path:15:def name`` is not one). None: never, or the task has no ground truth.
+    Text matching: a changed line that also occurs elsewhere in the same output counts."""
+    if task.ground_truth is None:
+        return None
+    hunks = gold_hunks(task)
+    frames = [
+        re.compile(rf"{re.escape(path)}{_FRAME}{re.escape(_short(function))}\b")
+        for path in task.ground_truth.files
+        for function in task.ground_truth.functions
+    ]
+    for result in results:
+        named = f"{result.command}\n{result.output}"
+        for hunk in hunks:
+            if _names_file(named, hunk.path) and all(line in result.output for line in hunk.lines):
+                return result.step
+        if any(frame.search(result.output) for frame in frames):
+            return result.step
+    return None
+
+
+# between a file and a function: a pytest frame ``:54: in``, a Python one ``", line 54, in``, a
+# ranking's ``::`` or ``:`` (a grep hit ``path:15:def name`` is none of them)
+_FRAME = r'(?::\d+: in |", line \d+, in |::?)'
+
+
+def _names_file(text: str, path: str) -> bool:
+    """``path`` or its file name appears in ``text`` (``cd pkg && cat mod.py`` names it)."""
+    name = re.escape(path.rsplit("/", 1)[-1])
+    return path in text or re.search(rf"(?<![\w.]){name}\b", text) is not None
+
+
 # ---- facts about commands and summaries ------------------------------------------------------
 
 
@@ -285,9 +373,11 @@ def oracle_summary(view: JudgeView, facts: Facts) -> str:
     if facts.located:
         functions = ", ".join(f"`{_short(f)}`" for f in task.ground_truth.functions)
         known.append(f"- The bug is in {functions} in {', '.join(task.ground_truth.files)}.")
-    else:
+        ruled_out = [f for f in read if f not in task.ground_truth.files and "test" not in f]
+        looked_at = f"## Ruled out\n{', '.join(ruled_out) or 'nothing yet'}\n"
+    else:  # nothing from the ground truth: the files read, no conclusion drawn from them
         known.append("- The bug is not located yet.")
-    ruled_out = [f for f in read if f not in task.ground_truth.files and "test" not in f]
+        looked_at = f"## Read so far\n{', '.join(read) or 'nothing yet'}\n"
     tests = "not run yet"
     if facts.last_run is not None:
         tests = f"last run: {facts.last_run.failed} failed, {facts.last_run.passed} passed"
@@ -303,7 +393,7 @@ def oracle_summary(view: JudgeView, facts: Facts) -> str:
         f"{SUMMARY_HEADER}\n"
         f"## Task\n{_first_line(task.problem_statement)}\n"
         f"## Known\n" + "\n".join(known) + "\n"
-        f"## Ruled out\n{', '.join(ruled_out) or 'nothing yet'}\n"
+        f"{looked_at}"
         f"## Workspace\n{workspace}\n"
         f"## Tests\n{tests}\n"
         f"## Next\n{_plan(task.ground_truth.files, task.ground_truth.functions, facts)}\n"

@@ -15,6 +15,7 @@ from ac_train.judge import JudgeView, LLMJudge, Verdict, apply_verdict, parse_ve
 from ac_train.oracle_judge import (
     Facts,
     OracleJudge,
+    oracle_summary,
     planned_command,
     summary_problems_against_state,
 )
@@ -134,6 +135,63 @@ def test_working_state_writes_the_summary_a_forced_request_did_not_get(tiny_task
         env.close()
 
 
+def corrected_summary(env, observation) -> tuple[bool, str]:
+    view = JudgeView.of(env, observation)
+    facts = Facts.of(view)
+    return facts.located, oracle_summary(view, facts)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "head -n 3 calc/ops.py",  # the file's head: its docstring, not the buggy line
+        "grep -rn 'def add' .",  # a grep hit naming the file and the function
+    ],
+)
+def test_a_glance_at_the_file_does_not_locate_the_bug(env, command):
+    observation = play(env, RUN_TESTS, f"```bash\n{command}\n```")
+    located, summary = corrected_summary(env, observation)
+    assert not located
+    assert "not located yet" in summary
+    for earned_only in ("`add`", "Ruled out", "def add"):  # ground truth, not yet earned
+        assert earned_only not in summary
+    assert "calc/ops.py" not in summary.split("## Read so far")[0]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sed -n 4,6p calc/ops.py",  # a read covering the changed line
+        "python3 -c 'import traceback' && echo 'calc/ops.py:6: in add'",  # a traceback frame
+    ],
+)
+def test_seeing_the_changed_lines_or_a_frame_locates_the_bug(env, command):
+    observation = play(env, RUN_TESTS, f"```bash\n{command}\n```")
+    located, summary = corrected_summary(env, observation)
+    assert located
+    assert "The bug is in `add` in calc/ops.py" in summary and "## Ruled out" in summary
+
+
+def test_a_forced_summary_before_locating_states_no_conclusion(tiny_task_file):
+    env = gym.make(
+        "AutoCompact-SWE-v0",
+        task_source=str(tiny_task_file),
+        split=None,
+        forced_compaction_threshold=1,
+    )
+    try:
+        observation, _ = env.reset(options={"task_id": "tiny-calc-1"})
+        observation, *_ = env.step("```bash\nhead -n 3 calc/ops.py\n```")
+        verdict = review(OracleJudge(), env, observation, "```bash\nls\n```")
+        assert verdict.correction == "working_state"
+        assert "not located yet" in verdict.replacement and "`add`" not in verdict.replacement
+        _, _, _, _, info = env.step(apply_verdict(PolicyOutput(text="ls"), verdict))
+        assert info["compaction"]["summarizer"] == "judge"
+        assert env.unwrapped.trajectory.compactions()[-1].summarizer == "judge"
+    finally:
+        env.close()
+
+
 def test_continuation_corrects_a_repeated_search_and_an_ignored_plan(env):
     search = "```bash\ngrep -rn 'def add' .\n```"
     observation = play(env, RUN_TESTS, search, READ_ROOT, GOOD_SUMMARY)
@@ -199,6 +257,15 @@ def test_llm_judge_uses_a_valid_verdict_and_accepts_what_it_cannot_parse(env):
     assert judge.unparsable == 2
     prompt = backend.prompts[0]
     assert "working_state" in prompt[0]["content"] and GOOD_SUMMARY in prompt[1]["content"]
+
+
+def test_llm_judge_sees_the_real_diff_and_test_tally(env):
+    observation = play(env, RUN_TESTS, FIX)
+    backend = Answers('{"decision": "accept"}')
+    LLMJudge(backend).review(JudgeView.of(env, observation), PolicyOutput(text=GOOD_SUMMARY))
+    request = backend.prompts[0][1]["content"]
+    assert "-    return a - b\n+    return a + b" in request  # the workspace's real diff
+    assert "## Last test run (real)\n1 failed, 1 passed" in request
 
 
 @pytest.mark.slow
