@@ -22,6 +22,12 @@ billed or kept, and the run goes on with its full history. The model's turn (the
 ``masking`` do not offer compaction; a summary the model writes anyway is skipped the same
 way, so their history is only ever changed by their own mechanism.
 
+The rows of the method's main table are names too (``BASELINES``; ``get_strategy`` takes
+them): each is evaluated under one strategy, with the model its row trains (``ac-train``
+presets: README). ``base`` -> ``none``; ``fixed_16k`` -> ``fixed``; ``selfcompact`` -> ``self``;
+``compactionrl`` -> ``fixed`` (its RL model: length-triggered compaction only);
+``swe_compressor``, ``autocompact_sft``, ``autocompact`` -> ``learned`` (their trained models).
+
 Every strategy runs under either compaction protocol (``env_kwargs(protocol=...)``): the
 system prompt describes the compaction action in that protocol's form.
 ``masking`` rewrites earlier messages: the prompt cache breaks at the first masked output and
@@ -30,7 +36,7 @@ each masking is recorded as a ``CompactionEvent`` (trigger ``masking``) that ope
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ac_env.compaction.protocol import CompactionProtocol
@@ -130,7 +136,24 @@ STRATEGIES: dict[str, Strategy] = {
 }
 
 
+BASELINES: dict[str, str] = {
+    "base": "none",
+    "fixed_16k": "fixed",
+    "selfcompact": "self",
+    "compactionrl": "fixed",
+    "swe_compressor": "learned",
+    "autocompact_sft": "learned",
+    "autocompact": "learned",
+}
+"""The method's main table: each row's name -> the strategy it is evaluated under."""
+
+
 def get_strategy(name: str) -> Strategy:
+    """A strategy, or a baseline of ``BASELINES`` as its strategy under the baseline's name."""
+    if name in BASELINES:
+        strategy = STRATEGIES[BASELINES[name]]
+        return replace(strategy, name=name, description=f"{name}: {strategy.description}")
     if name not in STRATEGIES:
-        raise ValueError(f"unknown strategy {name!r}; valid strategies: {', '.join(STRATEGIES)}")
+        valid = ", ".join([*STRATEGIES, *BASELINES])
+        raise ValueError(f"unknown strategy {name!r}; valid strategies: {valid}")
     return STRATEGIES[name]

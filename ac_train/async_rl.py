@@ -150,7 +150,7 @@ class GroupRunner:
         if pending is not None:
             self.model.load_state_dict(pending[0])
         if self._env is None:
-            self._env = self.config.make_env()
+            self._env = self.config.env_maker(self.tokenizer)()
         policy = _Cancellable(
             TransformersPolicy(
                 self.model,

@@ -1,7 +1,9 @@
 """``ac-train``: command-line entry point of the training stages.
 
-Each subcommand is one ``add_<name>(subparsers)`` function that declares its arguments and
-sets ``handler`` to the function that runs it; ``SUBCOMMANDS`` lists them in help order.
+Each subcommand is one ``add_<name>(parser)`` function that declares its arguments and
+sets ``handler`` to the function that runs it; ``SUBCOMMANDS`` lists them in help order. The
+flags of a stage's settings are built from its pydantic config (``ac_train.config_flags``):
+their types, choices, help and defaults are the config's.
 """
 
 from __future__ import annotations
@@ -13,21 +15,37 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-Subparsers = Any  # argparse's private _SubParsersAction
+from ac_train.config_flags import add_fields, given
+
+COLLECT_FIELDS = (
+    "worker",
+    "judge",
+    "task_source",
+    "subset",
+    "task_ids",
+    "limit",
+    "rollouts_per_task",
+    "strategy",
+    "fallback_threshold",
+    "max_steps",
+    "temperature",
+    "max_new_tokens",
+    "seed",
+    "sandbox",
+    "tokenizer",
+)
 
 
-def add_collect(subparsers: Subparsers) -> None:
-    parser = subparsers.add_parser(
-        "collect",
-        help="judge-corrected on-policy collection",
-        description="Run a policy on tasks with a judge reviewing each step before it executes; "
+def add_collect(parser: argparse.ArgumentParser) -> None:
+    from ac_train.collect import CollectConfig
+
+    parser.description = (
+        "Run a policy on tasks with a judge reviewing each step before it executes; "
         "write OUT/trajectories, OUT/episodes.jsonl, OUT/summary.json (filters, correction mix) "
         "and OUT/dataset (segments of the kept trajectories). Rerunning resumes. Options left "
-        "out take CollectConfig's defaults.",
+        "out take CollectConfig's defaults."
     )
     parser.add_argument("--out", required=True, type=Path, help="output directory")
-    parser.add_argument("--worker", help="reference | hf:<path|smollm2> | openai:<model>@<url>")
-    parser.add_argument("--judge", help="oracle (default) | none | llm:<worker>")
     parser.add_argument(
         "--shadow",
         action="store_const",
@@ -35,20 +53,13 @@ def add_collect(subparsers: Subparsers) -> None:
         dest="judge_mode",
         help="record the judge's verdicts but execute the policy's steps (evaluation)",
     )
-    parser.add_argument("--source", dest="task_source", help="'builtin' or a task file")
     parser.add_argument("--split", help="task split; 'all' for every split")
-    parser.add_argument("--subset", choices=["train", "eval"], help="built-in: train or held-out")
-    parser.add_argument("--ids", dest="task_ids", nargs="+", help="only these task ids")
-    parser.add_argument("--limit", type=int, help="first N tasks")
-    parser.add_argument("--rollouts-per-task", type=int)
-    parser.add_argument("--strategy", help="compaction strategy (default: learned)")
-    parser.add_argument("--fallback-threshold", type=int, help="forced compaction (tokens)")
-    parser.add_argument("--max-steps", type=int)
-    parser.add_argument("--temperature", type=float)
-    parser.add_argument("--max-new-tokens", type=int)
-    parser.add_argument("--seed", type=int)
-    parser.add_argument("--sandbox")
-    parser.add_argument("--tokenizer", help="for the dataset (default: the hf worker's)")
+    add_fields(
+        parser,
+        CollectConfig,
+        COLLECT_FIELDS,
+        flags={"task_source": ["--source"], "task_ids": ["--ids"]},
+    )
     parser.add_argument("--no-progress", action="store_true")
     parser.set_defaults(handler=_run_collect)
 
@@ -59,29 +70,11 @@ def _run_collect(args: argparse.Namespace) -> int:
     from ac_env.bench.failures import INFRA_EXIT_CODE, failed_cells
     from ac_train.collect import CollectConfig, collect, read_episodes
 
-    names = [
-        "worker",
-        "judge",
-        "judge_mode",
-        "task_source",
-        "subset",
-        "task_ids",
-        "limit",
-        "rollouts_per_task",
-        "strategy",
-        "fallback_threshold",
-        "max_steps",
-        "temperature",
-        "max_new_tokens",
-        "seed",
-        "sandbox",
-        "tokenizer",
-    ]
-    given: dict[str, Any] = {n: getattr(args, n) for n in names if getattr(args, n) is not None}
+    settings = given(args, [*COLLECT_FIELDS, "judge_mode"])
     if args.split is not None:
-        given["split"] = None if args.split == "all" else args.split
+        settings["split"] = None if args.split == "all" else args.split
     try:  # a bad setting or task selection is the caller's, not a crash
-        summary = collect(CollectConfig(**given), args.out, progress=not args.no_progress)
+        summary = collect(CollectConfig(**settings), args.out, progress=not args.no_progress)
     except ValueError as err:  # pydantic's ValidationError is one
         print(f"ac-train collect: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
@@ -95,12 +88,10 @@ def _run_collect(args: argparse.Namespace) -> int:
     return INFRA_EXIT_CODE if failed else 0
 
 
-def add_segments(subparsers: Subparsers) -> None:
-    parser = subparsers.add_parser(
-        "segments",
-        help="cut trajectories into training segments",
-        description="Cut trajectory files into segments; write OUT/segments.jsonl and the SFT "
-        "columns as a Hugging Face dataset in OUT/hf.",
+def add_segments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Cut trajectory files into segments; write OUT/segments.jsonl and the SFT "
+        "columns as a Hugging Face dataset in OUT/hf."
     )
     parser.add_argument("trajectories", nargs="+", help="trajectory .jsonl files or directories")
     parser.add_argument("--out", required=True, type=Path, help="output directory")
@@ -114,9 +105,9 @@ def add_segments(subparsers: Subparsers) -> None:
         help="when a prompt is not a token prefix of its segment: fail, or start a new part",
     )
     parser.add_argument(
-        "--no-format-errors",
+        "--train-format-errors",
         action="store_true",
-        help="leave format-error outputs out of the SFT labels of the HF export",
+        help="label format-error outputs in the HF export too (by default they are not trained)",
     )
     parser.set_defaults(handler=_run_segments)
 
@@ -130,106 +121,132 @@ def _run_segments(args: argparse.Namespace) -> int:
     segments = list(
         segment_files(args.trajectories, tokenizer, prefix_mismatch=args.prefix_mismatch)
     )
-    export_dataset(segments, args.out, train_format_errors=not args.no_format_errors)
+    export_dataset(segments, args.out, train_format_errors=args.train_format_errors)
     print(f"{len(segments)} segments -> {args.out}/segments.jsonl and {args.out}/hf")
     return 0
 
 
-def add_sft(subparsers: Subparsers) -> None:
-    parser = subparsers.add_parser(
-        "sft",
-        help="supervised fine-tuning on segments",
-        description="Fine-tune a model on a segments .jsonl (from 'ac-train segments') with "
+SFT_FIELDS = (
+    "model",
+    "epochs",
+    "learning_rate",
+    "batch_size",
+    "micro_batch_size",
+    "max_length",
+    "max_steps",
+    "save_steps",
+    "seed",
+    "group_by_length",
+    "train_format_errors",
+    "trained_outputs",
+    "activation_checkpointing",
+)
+
+
+def add_sft(parser: argparse.ArgumentParser) -> None:
+    from ac_train.sft import SFT_PRESETS, SFTRunConfig
+
+    parser.description = (
+        "Fine-tune a model on a segments .jsonl (from 'ac-train segments') with "
         "TRL's SFTTrainer; prints the run's metrics as one JSON line (also written to "
-        "OUTPUT_DIR/sft_metrics.json). Options left out take SFTRunConfig's defaults (the "
-        "method's: 2 epochs, learning rate 5e-7, batch 8).",
+        "OUTPUT_DIR/sft_metrics.json). Options left out take the preset's settings, then "
+        "SFTRunConfig's defaults (the method's: 2 epochs, learning rate 5e-7, batch 8; format "
+        "errors not trained)."
     )
     parser.add_argument("--data", required=True, type=Path, help="segments .jsonl")
     parser.add_argument("--output-dir", required=True, type=Path)
-    parser.add_argument("--model", help="'smollm2' (default), an HF name or a checkpoint dir")
-    parser.add_argument("--epochs", type=float)
-    parser.add_argument("--learning-rate", type=float)
-    parser.add_argument("--batch-size", type=int, help="segments per optimizer step")
-    parser.add_argument("--micro-batch-size", type=int, help="segments per forward pass")
-    parser.add_argument("--max-length", type=int, help="longer segments are dropped")
-    parser.add_argument("--max-steps", type=int, help="overrides --epochs")
-    parser.add_argument("--save-steps", type=int)
-    parser.add_argument("--seed", type=int)
+    parser.add_argument(
+        "--preset",
+        choices=list(SFT_PRESETS),
+        default="autocompact_sft",
+        help="a row of the method's table: autocompact_sft (every executed policy and judge "
+        "output) or swe_compressor (forced-compaction summaries only) (default: autocompact_sft)",
+    )
+    add_fields(parser, SFTRunConfig, SFT_FIELDS)
     parser.add_argument(
         "--resume",
         nargs="?",
         const=True,
         help="resume from a checkpoint dir (no value: the latest in --output-dir)",
     )
-    parser.add_argument("--no-group-by-length", action="store_true")
-    parser.add_argument("--no-format-errors", action="store_true")
-    parser.add_argument("--no-activation-checkpointing", action="store_true")
     parser.set_defaults(handler=_run_sft)
 
 
-def _run_sft(args: argparse.Namespace) -> int:
-    from ac_train.sft import SFTRunConfig, run_sft
+def sft_config(args: argparse.Namespace) -> Any:
+    """The ``SFTRunConfig`` the ``sft`` command line asks for."""
+    from ac_train.sft import SFTRunConfig
 
-    given = {
-        "model": args.model,
-        "epochs": args.epochs,
-        "learning_rate": args.learning_rate,
-        "batch_size": args.batch_size,
-        "micro_batch_size": args.micro_batch_size,
-        "max_length": args.max_length,
-        "max_steps": args.max_steps,
-        "save_steps": args.save_steps,
-        "seed": args.seed,
-        "resume_from_checkpoint": args.resume,
-    }
-    config = SFTRunConfig(
-        output_dir=args.output_dir,
-        group_by_length=not args.no_group_by_length,
-        train_format_errors=not args.no_format_errors,
-        activation_checkpointing=not args.no_activation_checkpointing,
-        **{name: value for name, value in given.items() if value is not None},
-    )
-    metrics = run_sft(config, args.data)
+    settings = given(args, SFT_FIELDS)
+    if args.resume is not None:
+        settings["resume_from_checkpoint"] = args.resume
+    return SFTRunConfig.from_preset(args.preset, output_dir=args.output_dir, **settings)
+
+
+def _run_sft(args: argparse.Namespace) -> int:
+    from ac_train.sft import run_sft
+
+    metrics = run_sft(sft_config(args), args.data)
     print(json.dumps(metrics.model_dump(mode="json")))
     return 0
 
 
-def add_grpo(subparsers: Subparsers) -> None:
-    parser = subparsers.add_parser(
-        "grpo",
-        help="segment-aware GRPO on env rollouts",
-        description="Train a policy by GRPO on its own rollouts in AutoCompact-SWE-v0 "
+GRPO_FIELDS = (
+    "model",
+    "steps",
+    "tasks_per_step",
+    "rollouts_per_task",
+    "rollout_max_steps",
+    "rollout_max_tokens",
+    "forced_compaction_threshold",
+    "max_new_tokens",
+    "temperature",
+    "rollout_workers",
+    "learning_rate",
+    "clip_low",
+    "clip_high",
+    "scale_advantages_by_std",
+    "token_mean",
+    "overlong_masking",
+    "micro_batch_size",
+    "save_every",
+    "seed",
+    "resume",
+    "report_to",
+)
+ASYNC_FIELDS = ("max_staleness", "on_stale", "queue_groups", "backend", "ray_address")
+
+
+def add_grpo(parser: argparse.ArgumentParser) -> None:
+    from ac_train.async_rl import AsyncConfig
+    from ac_train.grpo import GRPO_PRESETS, GRPOConfig
+
+    parser.description = (
+        "Train a policy by GRPO on its own rollouts in AutoCompact-SWE-v0 "
         "(synchronous: sample, segment, one step; --async: rollout workers generate while the "
         "learner trains, within a staleness bound). Writes OUTPUT_DIR/metrics.jsonl and "
         "checkpoint-<step> dirs, continues from the latest checkpoint, and prints the last "
-        "step's metrics as one JSON line. Options left out take GRPOConfig's defaults (the "
-        "method's: learning rate 1e-6, 8 tasks x 8 rollouts, 50 env steps, 32K tokens). "
-        "Data-parallel over N processes (synchronous only): accelerate launch --num_processes N "
-        "-m ac_train.cli grpo ...",
+        "step's metrics as one JSON line. Options left out take the preset's settings, then "
+        "GRPOConfig's defaults (the method's RL stage: learning rate 1e-6, 8 tasks x 8 "
+        "rollouts, 50 env steps, 32K tokens, no forced compaction, the token-mean over the "
+        "step). Data-parallel over N processes (synchronous only): accelerate launch "
+        "--num_processes N -m ac_train.cli grpo ..."
     )
     parser.add_argument("--output-dir", required=True, type=Path)
-    parser.add_argument("--model", help="'smollm2' (default), an HF name or a checkpoint dir")
+    parser.add_argument(
+        "--preset",
+        choices=list(GRPO_PRESETS),
+        default="autocompact",
+        help="a row of the method's table: autocompact (compaction offered) or compaction_rl "
+        "(length-triggered compaction at 16K only) (default: autocompact)",
+    )
     parser.add_argument("--task-source", help="'builtin' (default) or a task .jsonl")
     parser.add_argument("--split", help="task split (env default: easy); 'all' for every split")
     parser.add_argument("--sandbox", help="'local' (default), 'docker' or 'unisolated'")
-    parser.add_argument("--steps", type=int, help="optimizer steps in the whole run")
-    parser.add_argument("--tasks-per-step", type=int)
-    parser.add_argument("--rollouts-per-task", type=int, help="the group size G")
-    parser.add_argument("--rollout-max-steps", type=int, help="env steps per rollout")
-    parser.add_argument("--rollout-max-tokens", type=int, help="context window per rollout")
-    parser.add_argument("--max-new-tokens", type=int, help="per model call")
-    parser.add_argument("--temperature", type=float)
-    parser.add_argument("--rollout-workers", type=int)
-    parser.add_argument("--learning-rate", type=float)
-    parser.add_argument("--clip-low", type=float)
-    parser.add_argument("--clip-high", type=float)
-    parser.add_argument("--micro-batch-size", type=int, help="segments per forward pass")
-    parser.add_argument("--save-every", type=int)
-    parser.add_argument("--seed", type=int)
-    parser.add_argument("--no-std-scaling", action="store_true", help="Dr. GRPO advantages")
-    parser.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints")
-    parser.add_argument(
-        "--report-to", choices=["tensorboard"], action="append", help="also log metrics there"
+    add_fields(
+        parser,
+        GRPOConfig,
+        GRPO_FIELDS,
+        flags={"scale_advantages_by_std": ["--std-scaling"]},
     )
     parser.add_argument(
         "--demonstration-steps-left",
@@ -248,20 +265,14 @@ def add_grpo(subparsers: Subparsers) -> None:
         action="store_true",
         help="asynchronous: --rollout-workers generate groups while the learner trains",
     )
-    parser.add_argument("--max-staleness", type=int, help="async: policy versions (default 1)")
-    parser.add_argument(
-        "--on-stale", choices=["drop", "pause"], help="async: drop stale groups or pause workers"
-    )
-    parser.add_argument("--queue-groups", type=int, help="async: queue capacity in groups")
-    parser.add_argument(
-        "--rollout-backend", choices=["threads", "ray"], help="async: where workers run"
-    )
-    parser.add_argument("--ray-address", help="async with ray: the cluster to join")
+    asynchronous = parser.add_argument_group("with --async")
+    add_fields(asynchronous, AsyncConfig, ASYNC_FIELDS, flags={"backend": ["--rollout-backend"]})
     parser.set_defaults(handler=_run_grpo)
 
 
-def _run_grpo(args: argparse.Namespace) -> int:
-    from ac_train.grpo import GRPOConfig, GRPOTrainer
+def grpo_config(args: argparse.Namespace) -> Any:
+    """The ``GRPOConfig`` the ``grpo`` command line asks for."""
+    from ac_train.grpo import GRPOConfig
 
     env: dict[str, Any] = {}
     if args.task_source is not None:
@@ -270,49 +281,26 @@ def _run_grpo(args: argparse.Namespace) -> int:
         env["split"] = None if args.split == "all" else args.split
     if args.sandbox is not None:
         env["sandbox"] = args.sandbox
-    names = [
-        "model",
-        "steps",
-        "tasks_per_step",
-        "rollouts_per_task",
-        "rollout_max_steps",
-        "rollout_max_tokens",
-        "max_new_tokens",
-        "temperature",
-        "rollout_workers",
-        "learning_rate",
-        "clip_low",
-        "clip_high",
-        "micro_batch_size",
-        "save_every",
-        "seed",
-    ]
-    given = {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+    settings = given(args, GRPO_FIELDS)
     if args.max_policy_steps is not None and args.demonstration_steps_left is None:
         raise SystemExit("--max-policy-steps needs --demonstration-steps-left")
     if args.demonstration_steps_left is not None:
         demonstration = {"steps_left": args.demonstration_steps_left}
         if args.max_policy_steps is not None:
             demonstration["max_policy_steps"] = args.max_policy_steps
-        given["demonstration"] = demonstration
-    config = GRPOConfig(
-        output_dir=args.output_dir,
-        env=env,
-        scale_advantages_by_std=not args.no_std_scaling,
-        resume=not args.no_resume,
-        report_to=args.report_to or [],
-        **given,
-    )
-    async_given = {
-        "max_staleness": args.max_staleness,
-        "on_stale": args.on_stale,
-        "queue_groups": args.queue_groups,
-        "backend": args.rollout_backend,
-        "ray_address": args.ray_address,
-    }
-    async_options = {name: value for name, value in async_given.items() if value is not None}
+        settings["demonstration"] = demonstration
+    return GRPOConfig.from_preset(args.preset, output_dir=args.output_dir, env=env, **settings)
+
+
+def _run_grpo(args: argparse.Namespace) -> int:
+    from ac_train.grpo import GRPOTrainer
+
+    config = grpo_config(args)
+    async_options = given(args, ASYNC_FIELDS)
     if async_options and not args.asynchronous:
-        raise SystemExit(f"--{next(iter(async_options)).replace('_', '-')} needs --async")
+        name = next(iter(async_options))
+        flag = "--rollout-backend" if name == "backend" else f"--{name.replace('_', '-')}"
+        raise SystemExit(f"{flag} needs --async")
     if args.asynchronous:
         from ac_train.async_rl import AsyncConfig, AsyncGRPOTrainer
 
@@ -325,24 +313,31 @@ def _run_grpo(args: argparse.Namespace) -> int:
     return 0
 
 
-SUBCOMMANDS: tuple[Callable[[Subparsers], None], ...] = (
-    add_collect,
-    add_segments,
-    add_sft,
-    add_grpo,
-)
+SUBCOMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "collect": ("judge-corrected on-policy collection", add_collect),
+    "segments": ("cut trajectories into training segments", add_segments),
+    "sft": ("supervised fine-tuning on segments", add_sft),
+    "grpo": ("segment-aware GRPO on env rollouts", add_grpo),
+}
+"""Each subcommand's one-line help and the function that declares its arguments."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only ``command``'s arguments are declared (all when None), since building
+    a stage's flags imports its config's module (torch, TRL)."""
     parser = argparse.ArgumentParser(prog="ac-train", description="AutoCompact training stages.")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in SUBCOMMANDS:
-        add(subparsers)
+    for name, (summary, add) in SUBCOMMANDS.items():
+        sub = subparsers.add_parser(name, help=summary, description=summary)
+        if command in (None, name):
+            add(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    command = next((word for word in words if word in SUBCOMMANDS), "")
+    args = build_parser(command).parse_args(words)
     handler: Callable[[argparse.Namespace], int] = args.handler
     return handler(args)
 

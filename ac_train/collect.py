@@ -476,5 +476,5 @@ def export_kept(episodes: list[CollectedEpisode], out: Path, tokenizer_name: str
                 trajectory, tokenizer, run_id=Path(episode.trajectory).stem, prefix_mismatch="split"
             )
         )
-    export_dataset(segments, out / "dataset", train_format_errors=False)
+    export_dataset(segments, out / "dataset")
     return len(segments)

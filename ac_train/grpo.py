@@ -23,8 +23,20 @@ alone writes them and the checkpoints, which every process reads on resume (``OU
 be shared by all machines). One process (a plain ``ac-train grpo``) is the same code with no
 communication.
 
-Defaults follow the method: learning rate 1e-6, 8 tasks x 8 rollouts, 50 env steps and 32K
-tokens per rollout, no KL, no entropy bonus.
+Defaults follow the method's RL stage: learning rate 1e-6, 8 tasks x 8 rollouts, "at most 50
+env steps and 32K tokens per rollout", no KL, no entropy bonus, the loss averaged over tokens
+(over every trained token of the step: ``token_mean``). The rollout env runs under those RL
+settings: its context window is ``rollout_max_tokens``, forced compaction is off unless
+``forced_compaction_threshold`` asks for it (a rollout that reaches the window ends, as the
+32K budget implies), and every context count uses the policy's own tokenizer, so the budget the
+model sees is the one it is trained under. The effective env settings are printed when a run
+starts.
+
+Presets (``GRPO_PRESETS``, ``GRPOConfig.from_preset``) name the RL rows of the method's main
+table: ``autocompact`` (compaction offered, the policy's own judgement, no forced compaction:
+the defaults) and ``compaction_rl`` (CompactionRL: RL with length-triggered compaction only,
+forced at 16K, proactive compaction unavailable: the prompt offers none and a summary the
+policy writes anyway is not applied).
 """
 
 from __future__ import annotations
@@ -35,7 +47,7 @@ import logging
 import random
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -50,14 +62,18 @@ from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokeni
 
 import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
 from ac_env.agents.rollout import RolloutJob, rollout_many
+from ac_env.strategies import get_strategy
+from ac_env.tokens import HFTokenCounter
 from ac_env.trajectory import Trajectory
 from ac_train.grpo_loss import (
     ClipRange,
     LearnerStats,
     PolicySequence,
+    StepBatch,
+    TokenMean,
     accumulate_gradients,
     group_advantages,
-    policy_sequences,
+    step_batch,
 )
 from ac_train.models import TransformersPolicy, load_model
 from ac_train.segments import PrefixMismatch, Segment, segment_trajectory
@@ -91,9 +107,15 @@ class DemonstrationStarts(BaseModel):
     max_policy_steps: int = Field(default=4, ge=1, description="env steps from a start")
 
 
+OVERLONG = ("context_overflow", "max_steps")
+"""Exit reasons of a rollout cut off by the context or the step cap (``overlong_masking``)."""
+
+
 class GRPOConfig(BaseModel):
     """One GRPO run. ``env`` holds the env's own options (``task_source``, ``split``,
-    ``sandbox``, ...); the rollout limits are ``rollout_max_steps`` / ``rollout_max_tokens``."""
+    ``sandbox``, ...); the rollout limits are ``rollout_max_steps`` / ``rollout_max_tokens``,
+    forced compaction is ``forced_compaction_threshold``, and the token counter is always the
+    policy's tokenizer (``env_options``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -105,6 +127,12 @@ class GRPOConfig(BaseModel):
     rollouts_per_task: int = Field(default=8, ge=2, description="the group size G")
     rollout_max_steps: int = Field(default=50, ge=1, description="env steps per rollout")
     rollout_max_tokens: int = Field(default=32_768, ge=1, description="context window (tokens)")
+    forced_compaction_threshold: int | None = Field(
+        default=None,
+        ge=1,
+        description="forced compaction at this many tokens; None (the method's RL): off, a "
+        "rollout that reaches rollout_max_tokens ends",
+    )
     max_new_tokens: int = Field(default=1024, ge=1, description="per model call")
     temperature: float = Field(default=1.0, gt=0, description="sampling and learner temperature")
     rollout_workers: int = Field(default=1, ge=1, description="episodes run at once")
@@ -117,6 +145,17 @@ class GRPOConfig(BaseModel):
     )
     scale_advantages_by_std: bool = Field(
         default=True, description="divide by the group's std + eps; False: Dr. GRPO"
+    )
+    token_mean: TokenMean = Field(
+        default="step",
+        description="the loss's token-mean is over every trained token of the step ('step') or "
+        "over the tokens of informative groups only ('informative'); see ac_train.grpo_loss",
+    )
+    overlong_masking: bool = Field(
+        default=False,
+        description="SUPO: a rollout cut off by the context or step cap is left out of the "
+        "loss and of its group's baseline instead of scored as a failure (off: the method "
+        "scores it)",
     )
     advantage_eps: float = Field(default=1e-6, gt=0)
     micro_batch_size: int = Field(default=4, ge=1, description="segments per forward pass")
@@ -137,12 +176,15 @@ class GRPOConfig(BaseModel):
 
     @model_validator(mode="after")
     def _limits_not_in_env(self) -> GRPOConfig:
-        for name in ("max_steps", "context_window"):
+        instead = {
+            "max_steps": "rollout_max_steps",
+            "context_window": "rollout_max_tokens",
+            "forced_compaction_threshold": "forced_compaction_threshold",
+            "token_counter": "nothing: it is the policy's tokenizer",
+        }
+        for name, use in instead.items():
             if name in self.env:
-                raise ValueError(
-                    f"env.{name}: set the rollout limit with rollout_max_steps / "
-                    "rollout_max_tokens instead"
-                )
+                raise ValueError(f"env.{name}: set by the trainer; use {use} instead")
         return self
 
     @property
@@ -150,13 +192,44 @@ class GRPOConfig(BaseModel):
         high = self.clip_low if self.clip_high is None else self.clip_high
         return ClipRange(low=self.clip_low, high=high)
 
-    def make_env(self) -> gym.Env[Any, Any]:
-        return gym.make(
-            ENV_ID,
-            max_steps=self.rollout_max_steps,
-            context_window=self.rollout_max_tokens,
+    @classmethod
+    def from_preset(cls, preset: str, **settings: Any) -> GRPOConfig:
+        """The settings of ``GRPO_PRESETS[preset]``, overridden by ``settings`` (``env``: key
+        by key)."""
+        if preset not in GRPO_PRESETS:
+            raise ValueError(f"unknown GRPO preset {preset!r}; valid: {', '.join(GRPO_PRESETS)}")
+        chosen = GRPO_PRESETS[preset]
+        env = {**chosen.get("env", {}), **settings.pop("env", {})}
+        return cls(**{**chosen, **settings, "env": env})
+
+    def env_options(self, tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
+        """The ``gym.make`` keywords of a rollout env: the RL limits, forced compaction as
+        configured, every context count by ``tokenizer`` (the policy's), then ``env``."""
+        return {
+            "max_steps": self.rollout_max_steps,
+            "context_window": self.rollout_max_tokens,
+            "forced_compaction_threshold": self.forced_compaction_threshold,
+            "token_counter": HFTokenCounter(tokenizer),
             **self.env,
-        )
+        }
+
+    def env_maker(self, tokenizer: PreTrainedTokenizerBase) -> Callable[[], gym.Env[Any, Any]]:
+        """A zero-argument env factory (rollout workers, start states) with ``env_options``."""
+        options = self.env_options(tokenizer)
+        return lambda: gym.make(ENV_ID, **options)
+
+
+def _preset(strategy: str) -> dict[str, Any]:
+    """The settings that run rollouts under ``strategy`` (``ac_env.strategies``)."""
+    env = get_strategy(strategy).env_kwargs()
+    return {"forced_compaction_threshold": env.pop("forced_compaction_threshold"), "env": env}
+
+
+GRPO_PRESETS: dict[str, dict[str, Any]] = {
+    "autocompact": _preset("learned"),
+    "compaction_rl": _preset("fixed"),
+}
+"""The RL rows of the method's main table as ``GRPOConfig`` settings (module docstring)."""
 
 
 class StepMetrics(BaseModel):
@@ -169,10 +242,15 @@ class StepMetrics(BaseModel):
         description="optimizer steps behind the policy that sampled (async: the oldest group's)"
     )
     rollouts: int
-    infra_errors: int
+    infra_errors: int = Field(description="rollouts with no reward: left out of the loss")
+    overlong_masked: int = Field(
+        default=0, description="rollouts left out of the loss by overlong_masking"
+    )
     reward_mean: float | None = Field(description="over rollouts without an infra error")
     solved_groups: int = Field(description="groups with at least one reward of 1")
-    informative_groups: int = Field(description="groups with unequal rewards (a gradient)")
+    informative_groups: int = Field(
+        description="groups with unequal rewards among the rollouts trained on (a gradient)"
+    )
     compactions_per_trajectory: float
     segments_per_trajectory: float
     format_error_rate: float | None = Field(
@@ -182,7 +260,10 @@ class StepMetrics(BaseModel):
         "None in older metrics files",
     )
     trained_sequences: int
-    trained_tokens: int
+    trained_tokens: int = Field(description="trained tokens with a gradient (informative)")
+    mean_over_tokens: int = Field(
+        default=0, description="N, the trained tokens the loss's token-mean divides by"
+    )
     tokens: int = Field(description="tokens fed to the learner")
     loss: float
     clip_fraction: float
@@ -222,11 +303,13 @@ def learner_step(
     config: GRPOConfig,
     pad_token_id: int,
     accelerator: Accelerator | None = None,
+    mean_over: int | None = None,
 ) -> tuple[LearnerStats, float | None]:
     """One optimizer step on ``sequences``; returns the learner's figures and the gradient
     norm before clipping (``None`` when nothing was trained and no step was taken). With an
     ``accelerator`` that prepared ``model`` and ``optimizer``, ``sequences`` are this process's
-    share of the step and the figures the whole step's (``accumulate_gradients``)."""
+    share of the step and the figures the whole step's (``accumulate_gradients``, which also
+    says what ``mean_over`` is)."""
     optimizer.zero_grad(set_to_none=True)
     stats = accumulate_gradients(
         model,
@@ -236,6 +319,7 @@ def learner_step(
         temperature=config.temperature,
         pad_token_id=pad_token_id,
         accelerator=accelerator,
+        mean_over=mean_over,
     )
     if not stats.trained_tokens:
         return stats, None
@@ -294,13 +378,14 @@ class GRPOTrainer:
             model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay
         )
         self.learner_model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        self.make_env = config.env_maker(tokenizer)
         self.starts: dict[str, StartState] = {}
         # what a step draws from: the env's task ids, or with ``config.demonstration`` the
         # ids of the start states (``<task>@-<steps left>``)
         self.task_ids = self._task_ids()
         if config.demonstration is not None:
             found = demonstration_starts(
-                config.make_env,
+                self.make_env,
                 self.task_ids,
                 steps_left=config.demonstration.steps_left,
                 progress=self.show_progress,
@@ -388,44 +473,22 @@ class GRPOTrainer:
     ) -> StepMetrics:
         """The learner's step: group advantages, segments, one optimizer step on them, and
         the step's metrics. ``step`` is the learner's version (optimizer steps taken)."""
-        config = self.config
         started = time.perf_counter()
-        start_steps = [self._start_step(g.task_id) for g in groups for _ in g.trajectories]
-        whole = [t for group in groups for t in group.trajectories]
-        trajectories = [policy_events(t, at) for t, at in zip(whole, start_steps, strict=True)]
-        reward_groups = [[t.reward for t in group.trajectories] for group in groups]
-        advantages: list[float | None] = []
-        for group_rewards in reward_groups:
-            advantages += group_advantages(
-                group_rewards,
-                scale_by_std=config.scale_advantages_by_std,
-                eps=config.advantage_eps,
-            )
-        segments: list[Segment] = []
-        advantage_of: dict[str, float | None] = {}
-        for index, (trajectory, advantage) in enumerate(zip(trajectories, advantages, strict=True)):
-            cut = segment_trajectory(
-                trajectory,
-                self.tokenizer,
-                run_id=f"step{step}-{index}",
-                prefix_mismatch=config.prefix_mismatch,
-            )
-            segments += cut
-            advantage_of.update({s.trajectory_id: advantage for s in cut})
-        sequences = policy_sequences(segments, advantage_of)
+        scored = self.score(groups)
+        segments, batch = self.batch(step, scored)
         stats, grad_norm = learner_step(
             self.learner_model,
             self.optimizer,
-            sequences,
-            config,
+            batch.sequences,
+            self.config,
             self.pad_token_id,
             self.accelerator,
+            mean_over=batch.mean_over,
         )
         figures = _StepFigures(
-            reward_groups=reward_groups,
-            compactions=[
-                len(policy_compactions(t, at)) for t, at in zip(whole, start_steps, strict=True)
-            ],
+            reward_groups=[[r.reward for r in group] for group in scored],
+            trained_groups=[[r.trained_reward for r in group] for group in scored],
+            compactions=[r.compactions for group in scored for r in group],
             segments=len({(s.trajectory_id, s.segment_index) for s in segments}),
             format_errors=[
                 span.format_error
@@ -438,37 +501,48 @@ class GRPOTrainer:
             wait_s=wait_s,
             learn_s=time.perf_counter() - started,
         ).gathered(self.accelerator)
+        return step_metrics(step, figures, stats, grad_norm, dropped_groups)
 
-        reward_groups = figures.reward_groups
-        rewards = [r for group_rewards in reward_groups for r in group_rewards]
-        valid = [r for r in rewards if r is not None]
-        lags = [step - version for version in figures.versions]
-        return StepMetrics(
-            step=step,
-            policy_version=min(figures.versions),
-            rollouts=len(rewards),
-            infra_errors=len(rewards) - len(valid),
-            reward_mean=sum(valid) / len(valid) if valid else None,
-            solved_groups=sum(any(r == 1 for r in group) for group in reward_groups),
-            informative_groups=sum(
-                len({r for r in group if r is not None}) > 1 for group in reward_groups
-            ),
-            compactions_per_trajectory=_mean(figures.compactions),
-            segments_per_trajectory=figures.segments / max(len(rewards), 1),
-            format_error_rate=_mean([int(error) for error in figures.format_errors]),
-            trained_sequences=stats.sequences,
-            trained_tokens=stats.trained_tokens,
-            tokens=stats.tokens,
-            loss=stats.loss,
-            clip_fraction=stats.clip_fraction,
-            grad_norm=grad_norm,
-            rollout_s=figures.rollout_s,
-            learn_s=figures.learn_s,
-            wait_s=figures.wait_s,
-            staleness_mean=_mean(lags),
-            staleness_max=max(lags),
-            dropped_groups=dropped_groups,
-        )
+    def score(self, groups: Sequence[RolloutGroup]) -> list[list[ScoredRollout]]:
+        """Each rollout's policy part (from its start state on), reward, and the reward it is
+        trained on (``None``: an infra error, or cut off under ``overlong_masking``)."""
+        scored = []
+        for group in groups:
+            at = self._start_step(group.task_id)
+            scored.append(
+                [
+                    ScoredRollout.of(trajectory, at, self.config.overlong_masking)
+                    for trajectory in group.trajectories
+                ]
+            )
+        return scored
+
+    def batch(
+        self, step: int, scored: Sequence[Sequence[ScoredRollout]]
+    ) -> tuple[list[Segment], StepBatch]:
+        """The step's segments, and what the optimizer step trains on: group advantages over
+        the trained rewards, shared by every segment of a trajectory, under ``token_mean``."""
+        config = self.config
+        segments: list[Segment] = []
+        advantage_of: dict[str, float | None] = {}
+        index = 0
+        for group in scored:
+            advantages = group_advantages(
+                [r.trained_reward for r in group],
+                scale_by_std=config.scale_advantages_by_std,
+                eps=config.advantage_eps,
+            )
+            for rollout, advantage in zip(group, advantages, strict=True):
+                cut = segment_trajectory(
+                    rollout.policy_part,
+                    self.tokenizer,
+                    run_id=f"step{step}-{index}",
+                    prefix_mismatch=config.prefix_mismatch,
+                )
+                index += 1
+                segments += cut
+                advantage_of.update({s.trajectory_id: advantage for s in cut})
+        return segments, step_batch(segments, advantage_of, config.token_mean)
 
     def rollouts(self, task_ids: list[str], step: int) -> list[Trajectory]:
         """One episode per entry of ``task_ids``, in order, sampled by the current weights."""
@@ -489,7 +563,7 @@ class GRPOTrainer:
         jobs = [self._job(task_id) for task_id in task_ids]
         demonstration = self.config.demonstration
         return rollout_many(
-            self.config.make_env,
+            self.make_env,
             policy,
             jobs,
             workers=self.config.rollout_workers,
@@ -545,8 +619,13 @@ class GRPOTrainer:
         return int(state["step"])
 
     def _task_ids(self) -> list[str]:
-        env = self.config.make_env()
+        """The env's task ids; the main process also prints the env's effective settings."""
+        env = self.make_env()
         try:
+            if self.accelerator.is_main_process:
+                settings = env.unwrapped.config.describe()  # type: ignore[attr-defined]
+                settings["token_counter"] = env.unwrapped.config.token_counter.name  # type: ignore[attr-defined]
+                tqdm.write(f"rollout env: {json.dumps(settings, default=str)}")
             return [task.instance_id for task in env.unwrapped.tasks]  # type: ignore[attr-defined]
         finally:
             env.close()
@@ -583,12 +662,79 @@ def _keep_metrics_before(path: Path, step: int) -> None:
 
 
 @dataclass(frozen=True)
+class ScoredRollout:
+    """One rollout as the learner takes it: ``policy_part``, its events from its start step on
+    (``start_states.policy_events``); ``reward`` (``None``: an infra error); ``trained_reward``,
+    the reward its advantage is computed from (``None`` also when ``overlong_masking`` masks
+    it); and the policy's compactions."""
+
+    policy_part: Trajectory
+    reward: float | None
+    trained_reward: float | None
+    compactions: int
+
+    @classmethod
+    def of(cls, trajectory: Trajectory, start_step: int, overlong_masking: bool) -> ScoredRollout:
+        reward = trajectory.reward
+        cut_off = trajectory.end is not None and trajectory.end.exit_reason in OVERLONG
+        return cls(
+            policy_part=policy_events(trajectory, start_step),
+            reward=reward,
+            trained_reward=None if overlong_masking and cut_off else reward,
+            compactions=len(policy_compactions(trajectory, start_step)),
+        )
+
+
+def step_metrics(
+    step: int,
+    figures: _StepFigures,
+    stats: LearnerStats,
+    grad_norm: float | None,
+    dropped_groups: int,
+) -> StepMetrics:
+    """The ``metrics.jsonl`` line of a step from its (gathered) figures."""
+    rewards = [r for group in figures.reward_groups for r in group]
+    valid = [r for r in rewards if r is not None]
+    trained = [r for group in figures.trained_groups for r in group if r is not None]
+    lags = [step - version for version in figures.versions]
+    return StepMetrics(
+        step=step,
+        policy_version=min(figures.versions),
+        rollouts=len(rewards),
+        infra_errors=len(rewards) - len(valid),
+        overlong_masked=len(valid) - len(trained),
+        reward_mean=sum(valid) / len(valid) if valid else None,
+        solved_groups=sum(any(r == 1 for r in group) for group in figures.reward_groups),
+        informative_groups=sum(
+            len({r for r in group if r is not None}) > 1 for group in figures.trained_groups
+        ),
+        compactions_per_trajectory=_mean(figures.compactions),
+        segments_per_trajectory=figures.segments / max(len(rewards), 1),
+        format_error_rate=_mean([int(error) for error in figures.format_errors]),
+        trained_sequences=stats.sequences,
+        trained_tokens=stats.trained_tokens,
+        mean_over_tokens=stats.mean_over,
+        tokens=stats.tokens,
+        loss=stats.loss,
+        clip_fraction=stats.clip_fraction,
+        grad_norm=grad_norm,
+        rollout_s=figures.rollout_s,
+        learn_s=figures.learn_s,
+        wait_s=figures.wait_s,
+        staleness_mean=_mean(lags),
+        staleness_max=max(lags),
+        dropped_groups=dropped_groups,
+    )
+
+
+@dataclass(frozen=True)
 class _StepFigures:
-    """What a step's metrics take from one process's groups: each group's rewards, each
-    trajectory's compactions, the segments, whether each policy call was a format error, each
-    group's policy version, and the times."""
+    """What a step's metrics take from one process's groups: each group's rewards and trained
+    rewards, each trajectory's compactions, the segments, whether each policy call was a
+    format error, each group's policy version, and the times."""
 
     reward_groups: list[list[float | None]]
+    trained_groups: list[list[float | None]]
     compactions: list[int]
     segments: int
     format_errors: list[bool]
@@ -606,6 +752,7 @@ class _StepFigures:
         every: list[_StepFigures] = gather_object([self])
         return _StepFigures(
             reward_groups=[group for f in every for group in f.reward_groups],
+            trained_groups=[group for f in every for group in f.trained_groups],
             compactions=[count for f in every for count in f.compactions],
             segments=sum(f.segments for f in every),
             format_errors=[error for f in every for error in f.format_errors],

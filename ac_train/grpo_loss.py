@@ -6,14 +6,28 @@ of one optimizer step is
     L = -(1 / N) * sum over trained tokens t of min(rho_t * A, clip(rho_t, 1 - low, 1 + high) * A)
 
 with ``rho_t = exp(log pi(t) - log mu(t))`` against the behaviour log-prob ``mu`` the sampler
-recorded, ``A`` the token's trajectory advantage and ``N`` the number of trained tokens in the
-whole step (all micro-batches). No KL term, no entropy bonus. Because ``N`` counts tokens, not
-sequences, cutting a trajectory into more segments does not change its weight, and splitting the
-step into micro-batches does not change the gradient.
+recorded and ``A`` the token's trajectory advantage. No KL term, no entropy bonus (the method:
+"no KL penalty or entropy bonus, the loss is averaged over tokens").
+
+What ``N`` counts (``TokenMean``):
+
+- ``"step"`` (the default): every trained token of the optimizer step, of every group,
+  informative or not. A group whose rewards are all equal has advantage 0 and adds no gradient,
+  but its tokens still count, so the step size does not jump with how many groups happen to be
+  informative. Rollouts with no outcome (an infra error, or one masked by overlong masking) are
+  left out of ``N`` as of the loss; the trainer counts them in its metrics.
+- ``"informative"``: only the trained tokens of trajectories with a nonzero advantage (the
+  tokens that carry a gradient). A step with one informative group in eight then takes a step
+  about 8x larger per token than one where all eight are.
+
+Because ``N`` counts tokens, not sequences, cutting a trajectory into more segments does not
+change its weight, and splitting the step into micro-batches does not change the gradient.
+Tokens with advantage 0 need no forward pass: only the informative sequences are run, and the
+others enter through ``N`` alone.
 
 Data-parallel (several processes under ``accelerate launch``, each with its share of the step's
-sequences and a DDP-wrapped model), ``N`` is still the trained tokens of the whole step, summed
-over the processes, so splitting the step across processes does not change the gradient either.
+sequences and a DDP-wrapped model), ``N`` is still the whole step's, summed over the processes,
+so splitting the step across processes does not change the gradient either.
 """
 
 from __future__ import annotations
@@ -22,7 +36,7 @@ import contextlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -93,6 +107,37 @@ def policy_sequences(
         if any(trained):
             sequences.append(PolicySequence(segment.input_ids, trained, behaviour, advantage))
     return sequences
+
+
+TokenMean = Literal["step", "informative"]
+
+
+@dataclass(frozen=True)
+class StepBatch:
+    """What one optimizer step trains: the sequences that carry a gradient, and ``mean_over``,
+    the trained tokens ``N`` the token-mean divides by (this process's share)."""
+
+    sequences: list[PolicySequence]
+    mean_over: int
+
+
+def step_batch(
+    segments: Sequence[Segment],
+    advantages: Mapping[str, float | None],
+    token_mean: TokenMean = "step",
+) -> StepBatch:
+    """The step's ``policy_sequences`` and its ``N`` under ``token_mean`` (module docstring):
+    ``"step"`` counts the trained tokens of every segment whose trajectory has an advantage
+    (``None``: no outcome, left out), ``"informative"`` those of the sequences alone."""
+    sequences = policy_sequences(segments, advantages)
+    if token_mean == "informative":
+        return StepBatch(sequences, sum(s.trained_tokens for s in sequences))
+    counted = sum(
+        sum(segment.grpo_mask())
+        for segment in segments
+        if advantages.get(segment.trajectory_id) is not None
+    )
+    return StepBatch(sequences, counted)
 
 
 @dataclass(frozen=True)
@@ -168,14 +213,16 @@ def clipped_loss_sum(
 
 @dataclass(frozen=True)
 class LearnerStats:
-    """One optimizer step's figures, all processes together: ``loss`` and ``clip_fraction``
-    are over the step's trained tokens, the counts are sums."""
+    """One optimizer step's figures, all processes together: ``loss`` is the token-mean loss
+    (over ``mean_over`` tokens), ``clip_fraction`` over the tokens with a gradient
+    (``trained_tokens``); the counts are sums."""
 
     loss: float
     trained_tokens: int
     tokens: int
     sequences: int
     clip_fraction: float
+    mean_over: int = 0
 
 
 def accumulate_gradients(
@@ -187,9 +234,12 @@ def accumulate_gradients(
     temperature: float = 1.0,
     pad_token_id: int = 0,
     accelerator: Accelerator | None = None,
+    mean_over: int | None = None,
 ) -> LearnerStats:
     """Backpropagate one optimizer step's token-mean loss into ``model``'s ``.grad``, a
     micro-batch at a time; the caller steps the optimizer. Nothing to train: no gradient.
+    ``mean_over`` is this process's share of ``N`` (``step_batch``); ``None``: the trained
+    tokens of ``sequences`` (the ``"informative"`` convention).
 
     With an ``accelerator`` (``model`` prepared by it), ``sequences`` are this process's share
     of the step: the token count ``N`` is summed over the processes first, and each process's
@@ -200,15 +250,22 @@ def accumulate_gradients(
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size: must be at least 1, got {micro_batch_size}")
     processes = accelerator.num_processes if accelerator is not None else 1
+    gradient_tokens = sum(s.trained_tokens for s in sequences)
+    if mean_over is not None and mean_over < gradient_tokens:
+        raise ValueError(
+            f"mean_over ({mean_over}) is less than the sequences' trained tokens "
+            f"({gradient_tokens})"
+        )
     local = [
-        sum(s.trained_tokens for s in sequences),
+        gradient_tokens,
         sum(len(s.input_ids) for s in sequences),
         len(sequences),
+        gradient_tokens if mean_over is None else mean_over,
     ]
-    trained_tokens, tokens, count = _sum_over_processes(local, accelerator)
-    total = int(trained_tokens)
-    if not total:
-        return LearnerStats(0.0, 0, int(tokens), int(count), 0.0)
+    trained_tokens, tokens, count, counted = _sum_over_processes(local, accelerator)
+    with_gradient, total = int(trained_tokens), int(counted)
+    if not with_gradient:
+        return LearnerStats(0.0, 0, int(tokens), int(count), 0.0, total)
     device = next(model.parameters()).device
     chunks = [
         sequences[start : start + micro_batch_size]
@@ -241,10 +298,11 @@ def accumulate_gradients(
     step_loss, step_clipped = _sum_over_processes([loss, clipped], accelerator)
     return LearnerStats(
         loss=step_loss,
-        trained_tokens=total,
+        trained_tokens=with_gradient,
         tokens=int(tokens),
         sequences=int(count),
-        clip_fraction=step_clipped / total,
+        clip_fraction=step_clipped / with_gradient,
+        mean_over=total,
     )
 
 
@@ -269,10 +327,13 @@ __all__ = [
     "LearnerStats",
     "MicroBatch",
     "PolicySequence",
+    "StepBatch",
+    "TokenMean",
     "accumulate_gradients",
     "clipped_loss_sum",
     "collate",
     "group_advantages",
     "policy_sequences",
+    "step_batch",
     "token_logprobs",
 ]

@@ -106,6 +106,8 @@ class OutputSpan(BaseModel):
     (forced, or after a ``compact`` call) that was not a valid summary (the fallback summary
     replaced it)."""
     policy_version: int | None = None
+    forced_summary: bool = False
+    """A summary that answered a forced-compaction request."""
 
 
 class Segment(BaseModel):
@@ -452,6 +454,8 @@ def _segment(
                 produced_by=call.produced_by,
                 format_error=_is_format_error(call),
                 policy_version=call.policy_version,
+                forced_summary=call.forced_compaction_request
+                and call.action.get("kind") == "compact",
             )
         )
     versions = [

@@ -2,12 +2,21 @@
 
 Each segment is one pre-tokenized example: ``input_ids`` and ``labels`` (the token where SFT
 trains, ``-100`` elsewhere: ``Segment.sft_labels``), so no chat template or ``{% generation %}``
-markers are involved. Segments longer than ``max_length`` are dropped and counted, never
-truncated (truncation would cut the summary that ends a segment). Batches are grouped by
-length to cut padding; the padding actually fed to the model is measured and reported.
+markers are involved. Format errors (outputs that were no valid action for their turn) are
+never trained unless asked (``train_format_errors``), through every path: ``run_sft``,
+``sft_dataset``, ``export_dataset`` (the HF export of ``ac-train segments`` and of collection)
+and ``ac-train sft``; the method's SFT data excludes "requests with format errors".
+Segments longer than ``max_length`` are dropped and counted, never truncated (truncation
+would cut the summary that ends a segment). Batches are grouped by length to cut padding;
+the padding actually fed to the model is measured and reported.
 Checkpoints are written every ``save_steps`` and ``resume_from_checkpoint`` continues one.
 
-Defaults follow the method's SFT stage: 2 epochs, learning rate 5e-7, batch 8.
+Defaults follow the method's SFT stage: 2 epochs, learning rate 5e-7, batch 8. Presets
+(``SFT_PRESETS``, ``SFTRunConfig.from_preset``) name the SFT rows of the method's main table:
+``autocompact_sft`` trains every executed policy and judge output of judge-corrected
+trajectories (AutoCompact-SFT: "imitate the executed, corrected trajectories");
+``swe_compressor`` trains only the summaries that answered a forced-compaction request (the
+summarizer alone, as SWE-Compressor is approximated here).
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from datasets import Dataset
@@ -28,6 +37,8 @@ from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
 from ac_train.models import load_model
 from ac_train.segments import IGNORE_INDEX, Segment, read_segments, write_segments
+
+TrainedOutputs = Literal["all", "forced_summaries"]
 
 
 class SFTRunConfig(BaseModel):
@@ -45,7 +56,14 @@ class SFTRunConfig(BaseModel):
     max_length: int = Field(default=16_384, ge=1, description="longer segments are dropped")
     max_steps: int | None = Field(default=None, ge=1, description="overrides epochs when set")
     group_by_length: bool = Field(default=True, description="batch segments of similar length")
-    train_format_errors: bool = Field(default=True, description="train format-error outputs")
+    train_format_errors: bool = Field(
+        default=False, description="also train format-error outputs (masked by default)"
+    )
+    trained_outputs: TrainedOutputs = Field(
+        default="all",
+        description="'all' executed policy and judge outputs, or 'forced_summaries' only "
+        "(the summaries that answered a forced-compaction request)",
+    )
     lr_scheduler_type: str = "linear"
     warmup_steps: int = Field(default=0, ge=0)
     weight_decay: float = Field(default=0.0, ge=0)
@@ -68,6 +86,20 @@ class SFTRunConfig(BaseModel):
                 f"({self.micro_batch_size})"
             )
         return self
+
+    @classmethod
+    def from_preset(cls, preset: str, **settings: Any) -> SFTRunConfig:
+        """The settings of ``SFT_PRESETS[preset]``, overridden by ``settings``."""
+        if preset not in SFT_PRESETS:
+            raise ValueError(f"unknown SFT preset {preset!r}; valid: {', '.join(SFT_PRESETS)}")
+        return cls(**{**SFT_PRESETS[preset], **settings})
+
+
+SFT_PRESETS: dict[str, dict[str, Any]] = {
+    "autocompact_sft": {"trained_outputs": "all", "train_format_errors": False},
+    "swe_compressor": {"trained_outputs": "forced_summaries", "train_format_errors": False},
+}
+"""The SFT rows of the method's main table as ``SFTRunConfig`` settings (module docstring)."""
 
 
 class SFTMetrics(BaseModel):
@@ -110,8 +142,25 @@ class PaddingMeter:
         return 1 - self.real / self.positions if self.positions else 0.0
 
 
+def sft_labels(
+    segment: Segment, train_format_errors: bool = False, trained_outputs: TrainedOutputs = "all"
+) -> list[int]:
+    """``segment.sft_labels``, restricted to the forced summaries when ``trained_outputs`` asks."""
+    labels = segment.sft_labels(train_format_errors)
+    if trained_outputs == "all":
+        return labels
+    kept = [IGNORE_INDEX] * len(labels)
+    for span in segment.outputs:
+        if span.forced_summary:
+            kept[span.start : span.end] = labels[span.start : span.end]
+    return kept
+
+
 def sft_dataset(
-    segments: Sequence[Segment], max_length: int, train_format_errors: bool = True
+    segments: Sequence[Segment],
+    max_length: int,
+    train_format_errors: bool = False,
+    trained_outputs: TrainedOutputs = "all",
 ) -> tuple[Dataset, int, int]:
     """The trainer's dataset (``input_ids``, ``labels``, ``length``, ``segment_id``), and how
     many segments were dropped for being longer than ``max_length`` / having no trained token."""
@@ -121,7 +170,7 @@ def sft_dataset(
         if len(segment.input_ids) > max_length:
             too_long += 1
             continue
-        labels = segment.sft_labels(train_format_errors)
+        labels = sft_labels(segment, train_format_errors, trained_outputs)
         if all(label == IGNORE_INDEX for label in labels):
             untrained += 1
             continue
@@ -133,7 +182,7 @@ def sft_dataset(
 
 
 def export_dataset(
-    segments: Sequence[Segment], directory: str | Path, train_format_errors: bool = True
+    segments: Sequence[Segment], directory: str | Path, train_format_errors: bool = False
 ) -> Path:
     """Write ``segments.jsonl`` (every field, the source of truth) and ``hf/`` (the SFT
     columns as a Hugging Face dataset, ``datasets.load_from_disk``) under ``directory``."""
@@ -150,7 +199,7 @@ def run_sft(config: SFTRunConfig, data: Sequence[Segment] | str | Path) -> SFTMe
     model goes to ``output_dir/final`` and the metrics to ``output_dir/sft_metrics.json``."""
     segments = read_segments(data) if isinstance(data, str | Path) else data
     dataset, too_long, untrained = sft_dataset(
-        segments, config.max_length, config.train_format_errors
+        segments, config.max_length, config.train_format_errors, config.trained_outputs
     )
     if len(dataset) == 0:
         raise ValueError(
@@ -240,7 +289,7 @@ def _peak_memory() -> int:
 def trained_token_loss(
     model: PreTrainedModel,
     segments: Sequence[Segment],
-    train_format_errors: bool = True,
+    train_format_errors: bool = False,
 ) -> float:
     """Mean negative log-likelihood of the SFT-trained tokens of ``segments`` (one forward
     pass per segment, no padding): the quantity SFT minimises."""

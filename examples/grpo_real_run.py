@@ -182,7 +182,8 @@ def main() -> None:
     config = GRPOConfig(
         output_dir=args.out / "grpo",
         model=bc,
-        env={**ENV, "task_ids": train_ids},
+        env={"split": ENV["split"], "task_ids": train_ids},
+        forced_compaction_threshold=ENV["forced_compaction_threshold"],
         steps=args.steps,
         tasks_per_step=args.tasks_per_step,
         rollouts_per_task=args.group_size,

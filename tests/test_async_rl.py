@@ -128,7 +128,8 @@ def alternating_rewards(monkeypatch):
 def grpo_config(tmp_path, tiny_task_file, steps: int, workers: int = 2) -> GRPOConfig:
     return GRPOConfig(
         output_dir=tmp_path / "run",
-        env={"task_source": str(tiny_task_file), "split": None, "forced_compaction_threshold": 200},
+        env={"task_source": str(tiny_task_file), "split": None},
+        forced_compaction_threshold=200,
         steps=steps,
         tasks_per_step=2,
         rollouts_per_task=2,

@@ -7,14 +7,17 @@ import json
 import math
 import random
 
+import gymnasium as gym
 import pytest
 import torch
 
+from ac_env.prompts import system_prompt
 from ac_env.trajectory import Trajectory
-from ac_train.cli import main
+from ac_train.cli import build_parser, grpo_config, main
 from ac_train.grpo import (
     GRPOConfig,
     GRPOTrainer,
+    ScoredRollout,
     latest_checkpoint,
     learner_step,
     read_metrics,
@@ -25,6 +28,7 @@ from ac_train.grpo_loss import (
     clipped_loss_sum,
     group_advantages,
     policy_sequences,
+    step_batch,
 )
 from ac_train.models import TransformersPolicy, tiny_model_and_tokenizer
 from ac_train.segments import Segment, TokenKind
@@ -170,6 +174,54 @@ def test_learner_loss_on_the_model_matches_a_plain_computation(tiny):
     assert stats.loss == pytest.approx(-expected / count, rel=1e-5)
 
 
+def test_token_mean_is_over_every_trained_token_of_the_step_or_the_informative_ones(tiny):
+    """A step of three groups of two: one informative, one all-equal (advantage 0), one with an
+    infra error (its partner alone: advantage 0). 'step' divides by the trained tokens of all
+    five rollouts with an outcome, 'informative' by those of the first group alone."""
+    model, _ = tiny
+    rng = random.Random(4)
+    rewards = {"a": 1.0, "b": 0.0, "c": 1.0, "d": 1.0, "e": None, "f": 0.0}
+    advantages: dict[str, float | None] = {}
+    for group in (["a", "b"], ["c", "d"], ["e", "f"]):
+        advantages.update(zip(group, group_advantages([rewards[t] for t in group]), strict=True))
+    segments, plain = [], {}
+    for trajectory_id in rewards:
+        for index in range(2):  # two segments each, of different lengths
+            ids = [rng.randrange(4096) for _ in range(rng.randrange(8, 16))]
+            trained = {t for t in range(2, len(ids)) if rng.random() < 0.6}
+            logprobs = logprobs_of(model, ids)
+            behaviour = {t: logprobs[t] + rng.uniform(-0.3, 0.3) for t in trained}
+            seg = segment(trajectory_id, ids, trained, behaviour, index=index)
+            segments.append(seg)
+            plain[seg.id] = logprobs
+    objective, with_outcome, informative = 0.0, 0, 0
+    for seg in segments:
+        advantage = advantages[seg.trajectory_id]
+        for t, kind in enumerate(seg.token_kinds):
+            if kind != TokenKind.POLICY_OUTPUT or advantage is None:
+                continue
+            with_outcome += 1
+            informative += advantage != 0
+            ratio = math.exp(plain[seg.id][t] - seg.behaviour_logprobs[t])
+            objective += min(ratio * advantage, min(max(ratio, 0.8), 1.2) * advantage)
+    assert 0 < informative < with_outcome
+
+    figures = {}
+    for token_mean, expected_n in (("step", with_outcome), ("informative", informative)):
+        batch = step_batch(segments, advantages, token_mean)
+        model.zero_grad(set_to_none=True)
+        stats = accumulate_gradients(
+            model, batch.sequences, micro_batch_size=3, clip=ClipRange(), mean_over=batch.mean_over
+        )
+        assert batch.mean_over == stats.mean_over == expected_n
+        assert stats.trained_tokens == informative
+        assert stats.loss == pytest.approx(-objective / expected_n, rel=1e-5)
+        figures[token_mean] = grads(model)
+    scale = informative / with_outcome  # same gradient direction, the step's size differs
+    assert_same_grads([g * scale for g in figures["informative"]], figures["step"])
+    assert GRPOConfig(output_dir="unused").token_mean == "step"
+
+
 # ---- invariances ---------------------------------------------------------------------------
 
 
@@ -271,11 +323,12 @@ def test_steps_raise_the_logprob_of_positive_and_lower_negative_advantage(tiny):
 # ---- the trainer -----------------------------------------------------------------------------
 
 
-def trainer(tmp_path, tiny_task_file, steps: int) -> GRPOTrainer:
+def trainer(tmp_path, tiny_task_file, steps: int, **options) -> GRPOTrainer:
     model, tokenizer = tiny_model_and_tokenizer()
     config = GRPOConfig(
         output_dir=tmp_path / "run",
-        env={"task_source": str(tiny_task_file), "split": None, "forced_compaction_threshold": 200},
+        env={"task_source": str(tiny_task_file), "split": None},
+        forced_compaction_threshold=200,
         steps=steps,
         tasks_per_step=2,
         rollouts_per_task=2,
@@ -285,6 +338,7 @@ def trainer(tmp_path, tiny_task_file, steps: int) -> GRPOTrainer:
         learning_rate=1e-4,
         save_every=1,
         progress=False,
+        **options,
     )
     return GRPOTrainer(config, model, tokenizer)
 
@@ -295,6 +349,124 @@ def alternating_rewards(monkeypatch):
     so the trainer's own rollouts (real segments, real behaviour log-probs) carry a gradient."""
     rewards = itertools.cycle([1.0, 0.0])
     monkeypatch.setattr(Trajectory, "reward", property(lambda trajectory: next(rewards)))
+
+
+def test_rollout_env_runs_under_the_methods_rl_settings(tmp_path, tiny_task_file, capsys):
+    """32K context, no forced compaction unless asked, every count by the policy's tokenizer;
+    the effective settings printed; a rollout that reaches the context cap ends."""
+    model, tokenizer = tiny_model_and_tokenizer()
+    env_of_task = {"task_source": str(tiny_task_file), "split": None}
+    config = GRPOConfig(
+        output_dir=tmp_path / "run", env=env_of_task, tasks_per_step=2, progress=False
+    )
+    options = config.env_options(tokenizer)
+    assert options["context_window"] == 32_768 and options["forced_compaction_threshold"] is None
+    GRPOTrainer(config, model, tokenizer)
+    printed = json.loads(capsys.readouterr().out.split("rollout env: ", 1)[1].splitlines()[0])
+    assert printed["context_window"] == 32_768 and printed["max_steps"] == 50
+    assert printed["forced_compaction_threshold"] is None
+    assert printed["token_counter"].startswith("hf:")
+
+    env = config.env_maker(tokenizer)()
+    try:
+        text = "def add(a, b):\n    return a - b  # the policy's own tokens"
+        counter = env.unwrapped.config.token_counter
+        assert counter.count(text) == len(tokenizer.encode(text, add_special_tokens=False))
+        _, info = env.reset(options={"task_id": "tiny-calc-1"})
+        capped = GRPOConfig(
+            output_dir=tmp_path / "run",
+            env=env_of_task,
+            rollout_max_tokens=info["context_tokens"] + 10,
+        )
+    finally:
+        env.close()
+    env = capped.env_maker(tokenizer)()
+    try:
+        env.reset(options={"task_id": "tiny-calc-1"})
+        _, _, terminated, truncated, info = env.step("```bash\ncat calc/ops.py\n```")
+        assert truncated and not terminated and info["exit_reason"] == "context_overflow"
+        assert not info["compaction_requested"]
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="env.forced_compaction_threshold: set by the trainer"):
+        GRPOConfig(output_dir="unused", env={"forced_compaction_threshold": 100})
+
+
+SUMMARY = "# Auto Context Summary\n## Known\nadd subtracts\n## Workspace\nclean\n## Next\nfix it"
+
+
+def test_grpo_presets_set_what_their_row_of_the_method_table_says(tmp_path, tiny_task_file):
+    """compaction_rl: forced compaction at 16K, none offered and a summary not applied;
+    autocompact: compaction offered and applied, none forced. Both at 32K."""
+    _, tokenizer = tiny_model_and_tokenizer()
+    env_of_task = {"task_source": str(tiny_task_file), "split": None}
+    presets = [("compaction_rl", False, 16_384), ("autocompact", True, None)]
+    for preset, offered, threshold in presets:
+        config = GRPOConfig.from_preset(preset, output_dir=tmp_path, env=env_of_task)
+        options = config.env_options(tokenizer)
+        assert options["forced_compaction_threshold"] == threshold
+        assert options["context_window"] == 32_768
+        assert (options["system_prompt"] == system_prompt("offered", "inline")) is offered
+        env = config.env_maker(tokenizer)()
+        try:
+            env.reset(options={"task_id": "tiny-calc-1"})
+            *_, info = env.step(SUMMARY)
+            assert info["prefix_rewritten"] is offered
+        finally:
+            env.close()
+        line = ["grpo", "--output-dir", str(tmp_path), "--preset", preset]
+        line += ["--task-source", str(tiny_task_file), "--split", "all"]
+        assert grpo_config(build_parser("grpo").parse_args(line)) == config
+    with pytest.raises(ValueError, match="unknown GRPO preset"):
+        GRPOConfig.from_preset("compactionrl", output_dir=tmp_path)
+
+
+def scripted_rollout(tiny_task_file, *outputs: str, max_steps: int):
+    env = gym.make(
+        "AutoCompact-SWE-v0", task_source=str(tiny_task_file), split=None, max_steps=max_steps
+    )
+    try:
+        env.reset(options={"task_id": "tiny-calc-1"})
+        for output in outputs:
+            env.step(output)
+        return env.unwrapped.trajectory
+    finally:
+        env.close()
+
+
+def test_overlong_masking_leaves_a_cut_off_rollout_out_instead_of_scoring_it(tiny_task_file):
+    cut_off = scripted_rollout(tiny_task_file, "```bash\nls\n```", max_steps=1)
+    submitted = scripted_rollout(tiny_task_file, "```bash\nsubmit\n```", max_steps=1)
+    assert cut_off.end.exit_reason == "max_steps" and cut_off.end.reward == 0
+    assert ScoredRollout.of(cut_off, 0, overlong_masking=False).trained_reward == 0.0
+    assert ScoredRollout.of(cut_off, 0, overlong_masking=True).trained_reward is None
+    assert ScoredRollout.of(cut_off, 0, overlong_masking=True).reward == 0.0  # still reported
+    assert ScoredRollout.of(submitted, 0, overlong_masking=True).trained_reward == 0.0
+    assert GRPOConfig(output_dir="unused").overlong_masking is False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("overlong_masking", [False, True])
+def test_a_step_counts_infra_errors_all_equal_groups_and_masked_rollouts(
+    tmp_path, tiny_task_file, monkeypatch, overlong_masking
+):
+    """Groups [1, 0] (informative) and [None, 1] (an infra error, the other alone: all equal).
+    The tiny model never submits, so every rollout is cut off at the step cap: overlong
+    masking leaves all of them out, and nothing is trained."""
+    rewards = iter([1.0, 0.0, None, 1.0])
+    monkeypatch.setattr(Trajectory, "reward", property(lambda trajectory: next(rewards)))
+    run = trainer(tmp_path, tiny_task_file, steps=1, overlong_masking=overlong_masking)
+    (metrics,) = run.train()
+    assert metrics.rollouts == 4 and metrics.infra_errors == 1
+    if overlong_masking:
+        assert metrics.overlong_masked == 3 and metrics.informative_groups == 0
+        assert metrics.trained_tokens == metrics.mean_over_tokens == 0
+        assert metrics.grad_norm is None
+    else:
+        assert metrics.overlong_masked == 0 and metrics.informative_groups == 1
+        # the token-mean is over the three rollouts with an outcome, not the two informative
+        assert 0 < metrics.trained_tokens < metrics.mean_over_tokens
+        assert metrics.grad_norm is not None
 
 
 @pytest.mark.slow

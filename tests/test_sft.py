@@ -14,10 +14,16 @@ import ac_env  # noqa: F401  (registers the env id)
 from ac_env.agents.rollout import rollout
 from ac_env.compaction.texts import COMPACTION_REQUEST
 from ac_env.trajectory import Trajectory
-from ac_train.cli import main
+from ac_train.cli import build_parser, main, sft_config
 from ac_train.models import load_model, tiny_model_and_tokenizer
 from ac_train.segments import IGNORE_INDEX, Segment, read_segments, segment_trajectory
-from ac_train.sft import SFTRunConfig, export_dataset, run_sft, sft_dataset, trained_token_loss
+from ac_train.sft import (
+    SFTRunConfig,
+    export_dataset,
+    run_sft,
+    sft_dataset,
+    trained_token_loss,
+)
 
 SYSTEM = "Fix the bug. Reply with one ```bash block, or a summary when asked."
 SUMMARY = "# Auto Context Summary\n## Known\nadd() subtracts\n## Workspace\nclean\n## Next\nfix add"
@@ -102,7 +108,7 @@ def test_defaults_are_the_methods():
 def test_dataset_labels_are_the_sft_mask_and_nothing_is_truncated(segments):
     dataset, too_long, untrained = sft_dataset(segments, max_length=10**6)
     assert (too_long, untrained) == (0, 0)
-    assert dataset["labels"] == [s.sft_labels() for s in segments]
+    assert dataset["labels"] == [s.sft_labels(train_format_errors=False) for s in segments]
     assert dataset["segment_id"] == [s.id for s in segments]
     longest = max(len(s.input_ids) for s in segments)
     dataset, too_long, _ = sft_dataset(segments, max_length=longest - 1)
@@ -118,6 +124,61 @@ def test_export_writes_segments_and_a_hf_dataset(segments, tmp_path):
     assert read_segments(tmp_path / "segments.jsonl") == segments
     exported = load_from_disk(str(tmp_path / "hf"))
     assert exported["labels"] == [s.sft_labels(train_format_errors=False) for s in segments]
+
+
+def trained_positions(dataset) -> set[tuple[str, int]]:
+    """(segment id, position) of every labelled token of an SFT dataset."""
+    rows = zip(dataset["segment_id"], dataset["labels"], strict=True)
+    return {(row, t) for row, labels in rows for t, x in enumerate(labels) if x != IGNORE_INDEX}
+
+
+def span_positions(segments, keep) -> set[tuple[str, int]]:
+    return {
+        (seg.id, t)
+        for seg in segments
+        for span in seg.outputs
+        if keep(span)
+        for t in range(span.start, span.end)
+    }
+
+
+def test_format_errors_are_not_trained_through_any_path_unless_asked(segments, tmp_path):
+    errors = span_positions(segments, lambda span: span.format_error)
+    assert errors  # the trajectory's "hmm" turn
+    dataset, _, _ = sft_dataset(segments, max_length=10**6)  # the Python API
+    assert not trained_positions(dataset) & errors
+    assert SFTRunConfig(output_dir="x").train_format_errors is False  # run_sft's default
+    export_dataset(segments, tmp_path / "export")  # the HF export (ac-train segments, collect)
+    exported = load_from_disk(str(tmp_path / "export" / "hf"))
+    assert not trained_positions(exported) & errors
+    line = ["sft", "--data", "x.jsonl", "--output-dir", str(tmp_path)]
+    assert sft_config(build_parser("sft").parse_args(line)).train_format_errors is False
+    # the option to include them
+    included = sft_config(build_parser("sft").parse_args([*line, "--train-format-errors"]))
+    assert included.train_format_errors is True
+    dataset, _, _ = sft_dataset(segments, max_length=10**6, train_format_errors=True)
+    assert errors <= trained_positions(dataset)
+
+
+def test_sft_presets_train_what_their_row_of_the_method_table_says(trajectory, segments):
+    """swe_compressor: only the summary that answered the forced request; autocompact_sft:
+    every executed output but the format error."""
+    compressor = SFTRunConfig.from_preset("swe_compressor", output_dir="x")
+    assert compressor.trained_outputs == "forced_summaries"
+    dataset, _, _ = sft_dataset(segments, 10**6, trained_outputs=compressor.trained_outputs)
+    forced = span_positions(segments, lambda span: span.forced_summary)
+    (forced_call,) = [c for c in trajectory.model_calls() if c.forced_compaction_request]
+    assert {span.step for seg in segments for span in seg.outputs if span.forced_summary} == {
+        forced_call.step
+    }
+    assert trained_positions(dataset) == forced
+    autocompact = SFTRunConfig.from_preset("autocompact_sft", output_dir="x")
+    assert autocompact.trained_outputs == "all" and not autocompact.train_format_errors
+    dataset, _, _ = sft_dataset(segments, 10**6, trained_outputs=autocompact.trained_outputs)
+    everything = span_positions(segments, lambda span: not span.format_error)
+    assert trained_positions(dataset) == everything
+    line = ["sft", "--data", "x.jsonl", "--output-dir", "x", "--preset", "swe_compressor"]
+    assert sft_config(build_parser("sft").parse_args(line)) == compressor
 
 
 @pytest.mark.slow

@@ -125,7 +125,8 @@ def test_grpo_steps_from_demonstration_starts(tmp_path, tiny_task_file, monkeypa
     initial = {k: v.clone() for k, v in model.state_dict().items()}
     config = GRPOConfig(
         output_dir=tmp_path / "run",
-        env=env_options(tiny_task_file),
+        env={"task_source": str(tiny_task_file), "split": None},
+        forced_compaction_threshold=3000,
         steps=1,
         tasks_per_step=2,
         rollouts_per_task=2,

@@ -11,7 +11,13 @@ from ac_env.compaction import mask_observations
 from ac_env.compaction.texts import COMPACTION_REQUEST, COMPACTION_SKIPPED, MASKED_OUTPUT
 from ac_env.context import Context
 from ac_env.prompts import SYSTEM_PROMPT, SYSTEM_PROMPT_NO_COMPACTION
-from ac_env.strategies import DEFAULT_THRESHOLD, MASKING_KEEP, STRATEGIES, get_strategy
+from ac_env.strategies import (
+    BASELINES,
+    DEFAULT_THRESHOLD,
+    MASKING_KEEP,
+    STRATEGIES,
+    get_strategy,
+)
 from ac_env.tokens import ApproxTokenCounter
 
 SUMMARY = (
@@ -29,6 +35,28 @@ def make(tiny_task_file, strategy: str, fallback: int | None = None, **extra):
     return gym.make(
         "AutoCompact-SWE-v0", task_source=str(tiny_task_file), split=None, **kwargs, **extra
     )
+
+
+def test_every_row_of_the_method_table_is_a_named_strategy():
+    expected = {  # row -> (prompt offers compaction, forced-compaction threshold)
+        "base": (False, None),
+        "fixed_16k": (False, 16_384),
+        "selfcompact": (True, None),
+        "compactionrl": (False, 16_384),
+        "swe_compressor": (True, None),
+        "autocompact_sft": (True, None),
+        "autocompact": (True, None),
+    }
+    assert set(BASELINES) == set(expected)
+    for name, (offered, threshold) in expected.items():
+        strategy = get_strategy(name)
+        kwargs = strategy.env_kwargs()
+        assert strategy.name == name and strategy.proactive is offered
+        assert kwargs["forced_compaction_threshold"] == threshold
+        assert (kwargs["system_prompt"] != SYSTEM_PROMPT_NO_COMPACTION) is offered
+        assert kwargs.get("skip_compaction", False) is not offered  # not offered: not applied
+    rubric = STRATEGIES["self"].env_kwargs()  # SelfCompact: the rubric prompt
+    assert get_strategy("selfcompact").env_kwargs() == rubric
 
 
 def test_unknown_strategy_lists_the_valid_ones():
