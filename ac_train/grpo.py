@@ -107,10 +107,6 @@ class DemonstrationStarts(BaseModel):
     max_policy_steps: int = Field(default=4, ge=1, description="env steps from a start")
 
 
-OVERLONG = ("context_overflow", "max_steps")
-"""Exit reasons of a rollout cut off by the context or the step cap (``overlong_masking``)."""
-
-
 class GRPOConfig(BaseModel):
     """One GRPO run. ``env`` holds the env's own options (``task_source``, ``split``,
     ``sandbox``, ...); the rollout limits are ``rollout_max_steps`` / ``rollout_max_tokens``,
@@ -153,9 +149,9 @@ class GRPOConfig(BaseModel):
     )
     overlong_masking: bool = Field(
         default=False,
-        description="SUPO: a rollout cut off by the context or step cap is left out of the "
-        "loss and of its group's baseline instead of scored as a failure (off: the method "
-        "scores it)",
+        description="SUPO: a rollout cut off by the context window or rollout_max_steps is "
+        "left out of the loss and of its group's baseline instead of scored as a failure "
+        "(off: the method scores it); a demonstration start's max_policy_steps is no such cap",
     )
     advantage_eps: float = Field(default=1e-6, gt=0)
     micro_batch_size: int = Field(default=4, ge=1, description="segments per forward pass")
@@ -506,15 +502,12 @@ class GRPOTrainer:
     def score(self, groups: Sequence[RolloutGroup]) -> list[list[ScoredRollout]]:
         """Each rollout's policy part (from its start state on), reward, and the reward it is
         trained on (``None``: an infra error, or cut off under ``overlong_masking``)."""
+        config = self.config
+        masking = config.rollout_max_steps if config.overlong_masking else None
         scored = []
         for group in groups:
             at = self._start_step(group.task_id)
-            scored.append(
-                [
-                    ScoredRollout.of(trajectory, at, self.config.overlong_masking)
-                    for trajectory in group.trajectories
-                ]
-            )
+            scored.append([ScoredRollout.of(t, at, masking) for t in group.trajectories])
         return scored
 
     def batch(
@@ -674,13 +667,22 @@ class ScoredRollout:
     compactions: int
 
     @classmethod
-    def of(cls, trajectory: Trajectory, start_step: int, overlong_masking: bool) -> ScoredRollout:
+    def of(
+        cls, trajectory: Trajectory, start_step: int, overlong_masking: int | None
+    ) -> ScoredRollout:
+        """``overlong_masking``: the rollout step cap under which a rollout cut off by the
+        context window or by that cap is masked; ``None``: no masking."""
         reward = trajectory.reward
-        cut_off = trajectory.end is not None and trajectory.end.exit_reason in OVERLONG
+        end = trajectory.end.exit_reason if trajectory.end is not None else None
+        cut_off = end == "context_overflow" or (
+            end == "max_steps"
+            and overlong_masking is not None
+            and len(trajectory.model_calls()) >= overlong_masking
+        )
         return cls(
             policy_part=policy_events(trajectory, start_step),
             reward=reward,
-            trained_reward=None if overlong_masking and cut_off else reward,
+            trained_reward=None if overlong_masking is not None and cut_off else reward,
             compactions=len(policy_compactions(trajectory, start_step)),
         )
 

@@ -435,13 +435,16 @@ def scripted_rollout(tiny_task_file, *outputs: str, max_steps: int):
 
 
 def test_overlong_masking_leaves_a_cut_off_rollout_out_instead_of_scoring_it(tiny_task_file):
+    """Masked: cut off by the step cap (1 here). Not masked: a submitted rollout, and one that
+    stopped under the cap (a demonstration start's few policy steps)."""
     cut_off = scripted_rollout(tiny_task_file, "```bash\nls\n```", max_steps=1)
     submitted = scripted_rollout(tiny_task_file, "```bash\nsubmit\n```", max_steps=1)
     assert cut_off.end.exit_reason == "max_steps" and cut_off.end.reward == 0
-    assert ScoredRollout.of(cut_off, 0, overlong_masking=False).trained_reward == 0.0
-    assert ScoredRollout.of(cut_off, 0, overlong_masking=True).trained_reward is None
-    assert ScoredRollout.of(cut_off, 0, overlong_masking=True).reward == 0.0  # still reported
-    assert ScoredRollout.of(submitted, 0, overlong_masking=True).trained_reward == 0.0
+    assert ScoredRollout.of(cut_off, 0, overlong_masking=None).trained_reward == 0.0
+    assert ScoredRollout.of(cut_off, 0, overlong_masking=1).trained_reward is None
+    assert ScoredRollout.of(cut_off, 0, overlong_masking=1).reward == 0.0  # still reported
+    assert ScoredRollout.of(cut_off, 0, overlong_masking=50).trained_reward == 0.0
+    assert ScoredRollout.of(submitted, 0, overlong_masking=1).trained_reward == 0.0
     assert GRPOConfig(output_dir="unused").overlong_masking is False
 
 
