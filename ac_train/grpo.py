@@ -616,9 +616,7 @@ class GRPOTrainer:
         env = self.make_env()
         try:
             if self.accelerator.is_main_process:
-                settings = env.unwrapped.config.describe()  # type: ignore[attr-defined]
-                settings["token_counter"] = env.unwrapped.config.token_counter.name  # type: ignore[attr-defined]
-                tqdm.write(f"rollout env: {json.dumps(settings, default=str)}")
+                tqdm.write(f"rollout env: {json.dumps(_effective_settings(env))}")
             return [task.instance_id for task in env.unwrapped.tasks]  # type: ignore[attr-defined]
         finally:
             env.close()
@@ -784,6 +782,17 @@ def _metric_writers(config: GRPOConfig, *, enabled: bool = True) -> Iterator[Any
         yield writer
     finally:
         writer.close()
+
+
+def _effective_settings(env: gym.Env[Any, Any]) -> dict[str, Any]:
+    """The env's resolved config; the counter by its name, long texts (a system prompt) cut."""
+    config = env.unwrapped.config  # type: ignore[attr-defined]
+    settings: dict[str, Any] = config.describe()
+    settings["token_counter"] = config.token_counter.name
+    for name, value in settings.items():
+        if isinstance(value, str) and len(value) > 80:
+            settings[name] = f"{value[:40]}... ({len(value)} chars)"
+    return settings
 
 
 def _mean(values: list[int]) -> float:
