@@ -2,7 +2,7 @@
 
 Each subcommand is one ``add_<name>(parser)`` function that declares its arguments and
 sets ``handler`` to the function that runs it; ``SUBCOMMANDS`` lists them in help order. The
-flags of a stage's settings are built from its pydantic config (``ac_train.config_flags``):
+flags of a stage's settings are built from its pydantic config (``ac_env.config_flags``):
 their types, choices, help and defaults are the config's.
 """
 
@@ -15,7 +15,26 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ac_train.config_flags import add_fields, given
+from pydantic import BaseModel
+
+from ac_env.config_flags import add_config_flags
+
+
+def add_fields(
+    parser: argparse.ArgumentParser,
+    model: type[BaseModel],
+    names: Sequence[str],
+    flags: dict[str, str] | None = None,
+) -> None:
+    """The flags of ``model``'s fields ``names`` (``flags`` renames some)."""
+    others = tuple(field for field in model.model_fields if field not in names)
+    add_config_flags(parser, model, flags, skip=others)
+
+
+def given(args: argparse.Namespace, names: Sequence[str]) -> dict[str, Any]:
+    """The fields among ``names`` that the command line set (the others keep the defaults)."""
+    return {name: getattr(args, name) for name in names if hasattr(args, name)}
+
 
 COLLECT_FIELDS = (
     "worker",
@@ -51,6 +70,7 @@ def add_collect(parser: argparse.ArgumentParser) -> None:
         action="store_const",
         const="shadow",
         dest="judge_mode",
+        default=argparse.SUPPRESS,
         help="record the judge's verdicts but execute the policy's steps (evaluation)",
     )
     parser.add_argument("--split", help="task split; 'all' for every split")
@@ -58,7 +78,7 @@ def add_collect(parser: argparse.ArgumentParser) -> None:
         parser,
         CollectConfig,
         COLLECT_FIELDS,
-        flags={"task_source": ["--source"], "task_ids": ["--ids"]},
+        flags={"task_source": "--source", "task_ids": "--ids"},
     )
     parser.add_argument("--no-progress", action="store_true")
     parser.set_defaults(handler=_run_collect)
@@ -246,7 +266,7 @@ def add_grpo(parser: argparse.ArgumentParser) -> None:
         parser,
         GRPOConfig,
         GRPO_FIELDS,
-        flags={"scale_advantages_by_std": ["--std-scaling"]},
+        flags={"scale_advantages_by_std": "--std-scaling"},
     )
     parser.add_argument(
         "--demonstration-steps-left",
@@ -265,8 +285,7 @@ def add_grpo(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="asynchronous: --rollout-workers generate groups while the learner trains",
     )
-    asynchronous = parser.add_argument_group("with --async")
-    add_fields(asynchronous, AsyncConfig, ASYNC_FIELDS, flags={"backend": ["--rollout-backend"]})
+    add_fields(parser, AsyncConfig, ASYNC_FIELDS, flags={"backend": "--rollout-backend"})
     parser.set_defaults(handler=_run_grpo)
 
 

@@ -2,6 +2,7 @@
 
 import argparse
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from pydantic import BaseModel, Field
@@ -33,6 +34,21 @@ def test_given_flags_are_typed_and_the_rest_keep_the_model_defaults():
 def test_help_shows_description_and_default():
     text = parser_for(Example).format_help()
     assert "a name (default: x)" in text and "(default: 0.5)" in text
+
+
+def test_booleans_and_literals_get_their_own_flags():
+    class Switches(BaseModel):
+        resume: bool = True
+        mode: Literal["step", "informative"] = "step"
+        where: Path = Path("x")
+
+    parser = parser_for(Switches)
+    args = parser.parse_args(["--no-resume", "--mode", "informative", "--where", "y"])
+    expected = {"resume": False, "mode": "informative", "where": Path("y")}
+    assert config_kwargs(args, Switches) == expected
+    assert config_kwargs(parser.parse_args([]), Switches) == {}
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--mode", "other"])
 
 
 def test_a_field_without_a_flag_type_is_named():
