@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-TEST_DIRS = frozenset({"tests", "test", "testing"})
+from ac_env.grading_patch import looks_like_test
+
 SKIPPED_DIRS = frozenset({".git", "docs", "doc", "examples", "benchmarks", "scripts", "tools"})
 SKIPPED_FILES = frozenset({"setup.py", "conftest.py", "noxfile.py", "fabfile.py"})
 
@@ -34,14 +35,7 @@ class Layout:
 
 
 def is_test_file(path: str) -> bool:
-    parts = PurePosixPath(path).parts
-    name = parts[-1]
-    return (
-        any(part in TEST_DIRS for part in parts[:-1])
-        or (name.startswith("test_") and name.endswith(".py"))
-        or name.endswith("_test.py")
-        or name == "conftest.py"
-    )
+    return looks_like_test(path) or PurePosixPath(path).name == "conftest.py"
 
 
 def _is_target(repo: Path, path: str) -> bool:

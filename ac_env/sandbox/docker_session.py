@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ac_env.sandbox.base import SandboxError
+from ac_env.sandbox.process import process_alive
 
 SESSION_LABEL = "autocompact.sandbox"
 PID_LABEL = "autocompact.pid"
@@ -172,15 +173,5 @@ def _remove_leftovers(client: Any) -> None:
         if labels.get(HOST_LABEL) != host:
             continue
         pid = labels.get(PID_LABEL, "")
-        if not (pid.isdigit() and _alive(int(pid))):
+        if not (pid.isdigit() and process_alive(int(pid))):
             remove_container(container)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -137,3 +137,14 @@ def _drain(stream: IO[bytes], capture: OutputCapture) -> None:
             if not chunk:
                 return
             capture.add(chunk)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (in this PID namespace), whoever owns it."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -15,6 +15,8 @@ import os
 import re
 from pathlib import Path
 
+from ac_env.sandbox.process import process_alive
+
 DEFAULT_DISK_QUOTA_MB = 1024
 ENOSPC_TEXT = "No space left on device"
 FULL_BELOW_BYTES = 1 << 20
@@ -62,7 +64,7 @@ def leftover_mounts(mounts: str = "/proc/self/mounts") -> list[Path]:
         if len(fields) < 3 or fields[2] != "tmpfs":
             continue
         match = _SANDBOX_MOUNT.search(fields[1])
-        if match and not _alive(int(match.group(1))):
+        if match and not process_alive(int(match.group(1))):
             leftovers.append(Path(fields[1]))
     return leftovers
 
@@ -74,16 +76,6 @@ def sandbox_prefix() -> str:
 
 
 _SANDBOX_MOUNT = re.compile(r"/autocompact-sandbox-(\d+)-[^/]+/work$")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def unmount(path: Path) -> None:
