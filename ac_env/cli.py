@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ac_env.config_flags import add_config_flags, config_kwargs
 from ac_env.mining.build import BuildOptions, build
-from ac_env.tasks.synthetic.git_repo import cache_root
+from ac_env.tasks.git_repo import cache_root
 
 # Flags whose names differ from the BuildOptions field they set.
 FLAGS = {"timeout_s": "--timeout"}

@@ -24,8 +24,8 @@ from ac_env.agents.reference import ReferenceAgent
 from ac_env.agents.rollout import RolloutJob, rollout_many
 from ac_env.mining.build import BuildOptions, LibraryReport, build
 from ac_env.tasks import load_tasks
+from ac_env.tasks.git_repo import cache_root
 from ac_env.tasks.model import Task
-from ac_env.tasks.synthetic.git_repo import cache_root
 from ac_env.trajectory import Trajectory
 
 LIBRARIES = ("toolz==1.2.0", "boltons==26.2.0", "more-itertools==11.2.1")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ac_env.tasks.synthetic import git_repo
+from ac_env.tasks import git_repo
 from ac_env.tasks.synthetic.catalog import calls_bug_directly, single_id
 from ac_env.tasks.synthetic.profiles import EVAL_SEED_OFFSET, PROFILES
 from ac_env.tasks.synthetic.suite import (
@@ -250,13 +250,12 @@ def test_cached_tasks_are_reused(sample_tasks, monkeypatch):
 
 
 def test_interrupted_snapshot_leaves_nothing(tmp_path, monkeypatch):
-    def explode(files, root):
+    def explode(root):
         (root / "half.py").write_text("x = 1\n")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(git_repo, "write_files", explode)
     with pytest.raises(KeyboardInterrupt):
-        git_repo.write_repo({"a.py": "x = 1\n"}, tmp_path / "task", "msg")
+        git_repo.write_repo(tmp_path / "task", "msg", explode)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ac_env.paths import check_name
-from ac_env.tasks.synthetic.git_repo import COMMIT_DATE, GIT_IDENTITY
+from ac_env.tasks.git_repo import COMMIT_DATE, GIT_IDENTITY
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
 _SPEC = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9._+!-]+)$")

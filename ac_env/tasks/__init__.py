@@ -46,7 +46,7 @@ def load_tasks(
     ``split`` keeps one split; ``subset`` (built-in only) keeps ``train`` or the held-out
     ``eval`` tasks; ``task_ids`` keeps those tasks in the order given. Unknown values raise
     ``ValueError`` listing the valid ones. Built-in tasks are generated on first use and
-    cached (see ``ac_env.tasks.synthetic.git_repo``).
+    cached (see ``ac_env.tasks.git_repo``).
     """
     if source == BUILTIN:
         plans = list(plan_suite())

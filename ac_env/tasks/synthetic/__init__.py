@@ -12,7 +12,7 @@ How a task is made:
    problem statement from a failing test (``statements``), and renders its repository for
    the task's seed (``project``: buggy code, deprecated copies and near-identical helpers
    from ``distractors``, data files and logs from ``noise``) as a one-commit git snapshot
-   (``git_repo``), cached on disk.
+   (``ac_env.tasks.git_repo``), cached on disk.
 4. ``validation.validate_task`` re-runs the real check for any task.
 
 Splits: ``easy``, ``medium``, ``hard`` (FAIL_TO_PASS tests only in ``test_patch``) and

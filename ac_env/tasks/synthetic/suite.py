@@ -20,6 +20,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from ac_env.paths import safe_child
+from ac_env.tasks.git_repo import cache_root, write_repo
 from ac_env.tasks.model import GroundTruth, Task
 from ac_env.tasks.synthetic.catalog import (
     CATALOG_PATH,
@@ -29,8 +30,7 @@ from ac_env.tasks.synthetic.catalog import (
     load_catalog,
 )
 from ac_env.tasks.synthetic.distractors import module_name
-from ac_env.tasks.synthetic.domain import load_domain
-from ac_env.tasks.synthetic.git_repo import cache_root, write_repo
+from ac_env.tasks.synthetic.domain import load_domain, write_files
 from ac_env.tasks.synthetic.profiles import EVAL_SEED_OFFSET, PROFILES, SUBSETS, SplitProfile
 from ac_env.tasks.synthetic.project import render_project
 from ac_env.tasks.synthetic.statements import BugLocation, Symptom, describe_failure, render_report
@@ -198,7 +198,11 @@ def build_task(
         domain, entry, profile, random.Random(plan.instance_id), plan.report_test
     )
     snapshot = safe_child(directory, plan.instance_id)
-    commit = write_repo(project.files, snapshot, f"Import {domain.package} {domain.version}")
+    commit = write_repo(
+        snapshot,
+        f"Import {domain.package} {domain.version}",
+        lambda staging: write_files(project.files, staging),
+    )
     return Task(
         instance_id=plan.instance_id,
         repo=f"autocompact-synthetic/{domain.package}",

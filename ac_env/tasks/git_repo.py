@@ -1,9 +1,10 @@
 """Write a task repository as a one-commit git repo, atomically, under the cache directory.
 
-The cache is ``$AUTOCOMPACT_CACHE`` (or ``~/.cache/autocompact``); task repositories (a
-task's ``snapshot_dir``) live in ``tasks/<suite-version>/<instance_id>/``. A repository is
-built in a temporary sibling directory and renamed into place, so an interrupted run never
-leaves half a repository.
+The cache is ``$AUTOCOMPACT_CACHE`` (or ``~/.cache/autocompact``); the built-in suite's task
+repositories (a task's ``snapshot_dir``) live in ``tasks/<suite-version>/<instance_id>/``,
+the real-code suite's in ``real/<suite-version>/``. A repository is built in a temporary
+sibling directory and renamed into place, so an interrupted run never leaves half a
+repository. Commits have a fixed identity and date, so the same files give the same hash.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-
-from ac_env.tasks.synthetic.domain import write_files
 
 COMMIT_DATE = "2024-01-15T12:00:00+00:00"
 GIT_IDENTITY = (
@@ -49,15 +49,16 @@ def _git(repo: Path, *args: str) -> str:
     return result.stdout.strip()
 
 
-def write_repo(files: dict[str, str], target: Path, message: str) -> str:
-    """Create ``target`` as a git repo holding ``files`` in one commit; return its hash.
+def write_repo(target: Path, message: str, populate: Callable[[Path], None]) -> str:
+    """Create ``target`` as a git repo holding, in one commit, what ``populate`` writes into
+    the (empty) directory it is given; return the commit's hash.
 
     An existing ``target`` is left as it is (another process finished it first).
     """
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        write_files(files, staging)
+        populate(staging)
         _git(staging, "init", "-q", "-b", "main")
         _git(staging, "add", "-A")
         _git(staging, "commit", "-q", "-m", message)
