@@ -3,7 +3,12 @@
     ac-env tasks build toolz==1.2.0 boltons==26.2.0 --out DIR [--max-tasks N]
 
 mines bug-fix tasks from real libraries (see ``ac_env.mining.build``) and writes
-``DIR/tasks.jsonl``, which ``gym.make("AutoCompact-SWE-v0", task_source=...)`` accepts.
+``DIR/tasks.jsonl``, which ``gym.make("AutoCompact-SWE-v0", task_source=...)`` accepts;
+
+    ac-env tasks pack DIR --into ac_env/tasks/real/data [--held-out NAME ...]
+
+turns such a build into the real-code suite's data (``ac_env.mining.pack``), which
+``task_source="real"`` reads.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from pathlib import Path
 
 from ac_env.config_flags import add_config_flags, config_kwargs
 from ac_env.mining.build import BuildOptions, build
+from ac_env.mining.pack import pack_suite
 from ac_env.tasks.git_repo import cache_root
+from ac_env.tasks.real.suite import DATA_DIR
 
 # Flags whose names differ from the BuildOptions field they set.
 FLAGS = {"timeout_s": "--timeout"}
@@ -44,11 +51,26 @@ def _parser() -> argparse.ArgumentParser:
         help="run test suites without bubblewrap (no isolation: only for trusted code)",
     )
     mine.add_argument("--no-progress", action="store_true")
+    pack = tasks.add_parser("pack", help="write the real-code suite's data from a build")
+    pack.add_argument("build_dir", type=Path, help="a directory `tasks build` wrote")
+    pack.add_argument(
+        "--into", type=Path, default=DATA_DIR, help="data directory (default: %(default)s)"
+    )
+    pack.add_argument(
+        "--held-out", nargs="*", default=[], help="libraries whose tasks are all eval"
+    )
+    pack.add_argument(
+        "--eval-every", type=int, default=5, help="one task in N of the others is eval"
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "pack":
+        manifest = pack_suite(args.build_dir, args.into, args.held_out, args.eval_every)
+        print(f"suite {manifest.suite_version}: {len(manifest.libraries)} libraries in {args.into}")
+        return 0
     options = BuildOptions(
         isolation="none" if args.unisolated else "bwrap",
         progress=not args.no_progress,

@@ -51,7 +51,8 @@ def _git(repo: Path, *args: str) -> str:
 
 def write_repo(target: Path, message: str, populate: Callable[[Path], None]) -> str:
     """Create ``target`` as a git repo holding, in one commit, what ``populate`` writes into
-    the (empty) directory it is given; return the commit's hash.
+    the (empty) directory it is given (every file, whatever a ``.gitignore`` says); return
+    the commit's hash.
 
     An existing ``target`` is left as it is (another process finished it first).
     """
@@ -60,7 +61,7 @@ def write_repo(target: Path, message: str, populate: Callable[[Path], None]) -> 
     try:
         populate(staging)
         _git(staging, "init", "-q", "-b", "main")
-        _git(staging, "add", "-A")
+        _git(staging, "add", "-A", "--force")
         _git(staging, "commit", "-q", "-m", message)
         commit = _git(staging, "rev-parse", "HEAD")
         try:

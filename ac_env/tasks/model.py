@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ac_env.paths import check_name
 
-Split = Literal["easy", "medium", "hard", "context-stress", "real", "swe-bench"]
+Split = Literal["easy", "medium", "hard", "context-stress", "real", "long", "swe-bench"]
 
 
 class GroundTruth(BaseModel):
