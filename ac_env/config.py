@@ -29,13 +29,19 @@ class EnvConfig(BaseModel):
     task_source: str = Field(
         default="builtin",
         description="where tasks come from: 'builtin' (the synthetic suite shipped in the "
-        "package) or the path of a SWE-bench-format .jsonl/.json task file (e.g. one "
-        "written by `ac-env tasks build`)",
+        "package), 'real' (bugs in real libraries, shipped in the package) or the path of a "
+        "SWE-bench-format .jsonl/.json task file (e.g. one written by `ac-env tasks build`)",
     )
     split: str | None = Field(
         default="easy",
         description="task split: 'easy', 'medium', 'hard', 'context-stress' for the built-in "
-        "suite, a task file's own split names; None: every split (a task file's default)",
+        "suite, 'real' (one bug) or 'long' (two to four) for the real-code suite, a task "
+        "file's own split names; None: every split (the default but for the built-in suite)",
+    )
+    subset: str | None = Field(
+        default=None,
+        description="'train' or the held-out 'eval' tasks (the built-in and real-code "
+        "suites); None: both",
     )
     task_ids: list[str] | None = Field(
         default=None, description="only these instance ids, in this order; None: the split's"

@@ -25,10 +25,14 @@ class BenchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     task_source: str = Field(
-        default="builtin", description="'builtin' (the synthetic suite) or a task file"
+        default="builtin",
+        description="'builtin' (the synthetic suite), 'real' (the real-code suite) or a task file",
     )
     split: str | None = Field(
         default="easy", description="task split; None (on the command line: all) for every split"
+    )
+    subset: str | None = Field(
+        default=None, description="'train' or held-out 'eval' (built-in and real suites)"
     )
     task_ids: list[str] | None = Field(default=None, description="only these task ids")
     limit: int | None = Field(default=None, gt=0, description="first N tasks of the selection")
@@ -49,6 +53,9 @@ class BenchConfig(BaseModel):
     )
     fixed_threshold: int = Field(
         default=DEFAULT_THRESHOLD, gt=0, description="the 'fixed' strategy's threshold"
+    )
+    context_window: int = Field(
+        default=131_072, gt=0, description="context tokens past which an episode overflows"
     )
     pricing: str = Field(default="qwen3-coder-flash", description="pricing preset")
     max_steps: int = Field(default=50, gt=0, description="model turns per episode")

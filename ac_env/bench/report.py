@@ -186,8 +186,9 @@ def write_report(
     ok = sum(1 for r in records if r.status == "ok")
     text = "\n\n".join(
         [
-            f"# ac-bench: worker `{config.worker}`, split `{config.split}`, "
-            f"{ok} episodes ok of {len(records)}, pricing `{config.pricing}`, "
+            f"# ac-bench: worker `{config.worker}`, tasks `{config.task_source}` split "
+            f"`{config.split}`, {ok} episodes ok of {len(records)}, pricing `{config.pricing}`, "
+            f"context window {config.context_window}, "
             f"fixed threshold {config.fixed_threshold}, "
             f"fallback threshold {config.fallback_threshold}",
             "## Success rate [95% CI] and mean cost per episode, by budget (USD)",

@@ -77,7 +77,7 @@ class Job:
 
 
 def select_tasks(config: BenchConfig) -> list[Task]:
-    tasks = load_tasks(config.task_source, config.split, config.task_ids)
+    tasks = load_tasks(config.task_source, config.split, config.task_ids, config.subset)
     if not tasks:
         raise ValueError(f"no tasks in {config.task_source!r} split {config.split!r}")
     return tasks[: config.limit]
@@ -186,6 +186,7 @@ def episode_env_kwargs(config: BenchConfig, job: Job) -> dict[str, Any]:
         "sandbox": config.sandbox,
         "pricing": config.pricing,
         "budget_usd": config.run_budget,
+        "context_window": config.context_window,
         "max_steps": config.max_steps,
         **strategy.env_kwargs(config.fallback_threshold, config.fixed_threshold),
     }
