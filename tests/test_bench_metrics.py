@@ -112,6 +112,7 @@ def test_episode_metrics_from_a_hand_built_trajectory():
     assert m.cost.output_usd == pytest.approx(output * 2.0 / 1e6)
     summary_calls = (1000 + 1000 * 0.2 + 600) + (2600 + 400 * 0.2 + 400) + (5000 * 0.2 + 400)
     assert m.cost.summary_usd == pytest.approx(summary_calls / 1e6)
+    assert m.cost.summary_output_usd == pytest.approx((300 + 200 + 200) * 2.0 / 1e6)
     assert m.cache_hit_rate == pytest.approx(cached / (cached + uncached))
     assert m.peak_context_tokens == 5000
     assert m.mean_context_tokens == pytest.approx((1000 + 2000 + 400 + 3000 + 5000 + 500) / 6)
@@ -123,6 +124,25 @@ def test_episode_metrics_from_a_hand_built_trajectory():
     ]
     assert m.compactions[2].occupancy == pytest.approx(0.5)
     assert (m.count("proactive"), m.count("forced"), m.count("skipped")) == (1, 1, 1)
+
+
+def test_an_invalid_answer_to_a_summary_request_is_summary_writing_cost():
+    """The env asked for a summary (the prompt ends with its request); the answer was not a
+    valid summary (a format error: the fallback summarizer wrote it), yet it was paid for
+    writing one. A call that is no summary and answers no request is not counted."""
+    t = episode()
+    asked = call(2, "format_error", 400, 400, 0, 50, segment=1).model_copy(
+        update={
+            "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "?"}],
+            "message_kinds": ["system", "compaction_request"],
+        }
+    )
+    t.events[4] = asked
+    m = episode_metrics(t, TASK, PRICING, context_window=10_000)
+    assert m.cost.summary_output_usd == pytest.approx((300 + 50 + 200 + 200) * 2.0 / 1e6)
+    summary_calls = (1000 + 1000 * 0.2 + 600) + (400 + 100) + (2600 + 400 * 0.2 + 400)
+    summary_calls += 5000 * 0.2 + 400
+    assert m.cost.summary_usd == pytest.approx(summary_calls / 1e6)
 
 
 def test_a_failed_episode_and_unknown_phase():

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         return _exit_code(fork_failures(episodes))
     report = write_report(config, records, args.out)
     print(report.text)
-    print(f"\nreport: {report.markdown}")
+    print(f"\nreport: {report.markdown}\nsummary: {report.summary}")
     print("plots: " + ", ".join(str(p) for p in report.plots))
     return _exit_code(bench_failures(records, config.budgets))
 

@@ -1,7 +1,9 @@
 """Per-episode figures read from a trajectory, and their aggregates with bootstrap intervals.
 
 Cost is split by where it went: uncached input, cached input, output (each priced at the tier
-of its call), and the part of it spent on calls whose output was a summary. A compaction's
+of its call), and the part of it spent on summary calls: those whose output was a summary or
+that answered the env's request for one (their prompt ends with a ``compaction_request``
+message), with the output part of that (writing the summaries) apart. A compaction's
 *phase* says whether it fired before or after the root cause came into view (``root_cause_step``:
 a command showed a file the bug is in, or printed such a file's path together with a function
 the gold patch changes, as a traceback or a suspect ranking does; the task's ground truth).
@@ -9,7 +11,7 @@ the gold patch changes, as a traceback or a suspect ranking does; the task's gro
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import numpy as np
@@ -35,7 +37,8 @@ class CostSplit(BaseModel):
     uncached_input_usd: float = 0.0
     cached_input_usd: float = 0.0
     output_usd: float = 0.0
-    summary_usd: float = 0.0  # included in the three above
+    summary_usd: float = 0.0  # summary calls' whole cost, included in the three above
+    summary_output_usd: float = 0.0  # writing the summaries: included in summary_usd and output_usd
 
 
 class EpisodeMetrics(BaseModel):
@@ -91,8 +94,16 @@ def _add_call_cost(split: CostSplit, call: ModelCall, pricing: Pricing) -> None:
     split.uncached_input_usd += uncached
     split.cached_input_usd += cached
     split.output_usd += output
-    if call.action.get("kind") == "compact":
+    if is_summary_call(call):
         split.summary_usd += uncached + cached + output
+        split.summary_output_usd += output
+
+
+def is_summary_call(call: ModelCall) -> bool:
+    """Whether the call wrote a summary, or was asked for one (then an invalid answer is still
+    the cost of writing it; the fallback summarizer takes over)."""
+    requested = bool(call.message_kinds) and call.message_kinds[-1] == "compaction_request"
+    return requested or call.action.get("kind") == "compact"
 
 
 def root_cause_step(results: Sequence[ToolResult], task: Task) -> int | None:
@@ -181,3 +192,18 @@ def bootstrap_mean(
     boot = means[draws].mean(axis=1)
     low, high = np.percentile(boot, [2.5, 97.5])
     return Estimate(mean=float(means.mean()), low=float(low), high=float(high), n=int(means.size))
+
+
+def paired_difference(
+    per_task: Mapping[str, Sequence[float]],
+    reference: Mapping[str, Sequence[float]],
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Estimate:
+    """The mean over tasks of (a task's mean over seeds) minus (the reference's, on the same
+    task), with a 95% paired bootstrap interval: tasks are resampled, the same resample for
+    both sides, which is resampling the per-task differences. Only tasks with values on both
+    sides count (``n``); they are taken in id order, so the interval is deterministic."""
+    paired = sorted(t for t in per_task.keys() & reference.keys() if per_task[t] and reference[t])
+    differences = [[float(np.mean(per_task[t]) - np.mean(reference[t]))] for t in paired]
+    return bootstrap_mean(differences, resamples, seed)

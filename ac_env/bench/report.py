@@ -1,89 +1,97 @@
 """The report of a benchmark run: markdown tables and PNG plots (matplotlib, Agg backend).
 
 ``report.md``: success and mean cost per strategy and budget (mean over tasks of each task's
-mean over seeds, with 95% bootstrap intervals over tasks), then per-strategy figures of the
-full-budget run. Plots: success vs budget per strategy, cost breakdown per strategy, and
-context tokens over steps for a few episodes with compaction events marked.
+mean over seeds, with 95% bootstrap intervals over tasks), the paired comparisons of each
+strategy against the reference (``ac_env.bench.paired``), then per-strategy figures of the
+full-budget run. ``summary.json``: the budget table and the paired comparisons, as data.
+Plots: success vs budget per strategy (log budget axis), cost breakdown per strategy (output
+split into acting and writing summaries), and context tokens over steps of one episode per
+strategy, all of the same task (``context_episode`` says which and why), compactions marked.
 """
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+import textwrap
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from pydantic import BaseModel
 
-from ac_env.bench.budgets import BudgetOutcome
 from ac_env.bench.config import BenchConfig
 from ac_env.bench.failures import short_reason
 from ac_env.bench.metrics import EpisodeMetrics, Estimate, bootstrap_mean
+from ac_env.bench.paired import (
+    FULL_HISTORY,
+    PairedComparison,
+    by_strategy,
+    paired_comparisons,
+    paired_section,
+    reference_strategy,
+    solved_at,
+    spent_at,
+    task_values,
+)
 from ac_env.bench.runner import EpisodeRecord
 from ac_env.paths import safe_child
 from ac_env.trajectory import Trajectory
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+SUMMARY_FILE = "summary.json"
 KIND_MARKERS = {"proactive": "o", "forced": "s", "masking": "D", "skipped": "^"}
 
 
 @dataclass(frozen=True)
 class Report:
     markdown: Path
+    summary: Path
     plots: list[Path]
     text: str
 
 
-def _per_task(
-    records: Sequence[EpisodeRecord], value: Callable[[EpisodeRecord], float | None]
-) -> list[list[float]]:
-    by_task: dict[str, list[float]] = defaultdict(list)
-    for record in records:
-        if record.status != "ok":
-            continue
-        v = value(record)
-        if v is not None:
-            by_task[record.instance_id].append(v)
-    return list(by_task.values())
+class Cell(BaseModel):
+    """One cell of the budget table: a strategy's success rate and mean cost per episode at
+    one budget (means over tasks with 95% bootstrap intervals)."""
+
+    strategy: str
+    budget: float
+    success: Estimate
+    cost_usd: Estimate
 
 
-def _by_strategy(records: Sequence[EpisodeRecord]) -> dict[str, list[EpisodeRecord]]:
-    grouped: dict[str, list[EpisodeRecord]] = defaultdict(list)
-    for record in records:
-        grouped[record.strategy].append(record)
-    return grouped
+class BenchSummary(BaseModel):
+    """``summary.json``: the run's configuration, the budget table and the paired comparisons
+    against ``reference`` (None: no episodes)."""
+
+    config: BenchConfig
+    cells: list[Cell]
+    reference: str | None
+    paired: list[PairedComparison]
 
 
 def success_at(records: Sequence[EpisodeRecord], budget: float) -> Estimate:
-    def solved(record: EpisodeRecord) -> float | None:
-        outcome = _outcome_at(record, budget)
-        return None if outcome is None else float(outcome.reward == 1.0)
-
-    return bootstrap_mean(_per_task(records, solved))
+    return bootstrap_mean(list(task_values(records, solved_at(budget)).values()))
 
 
 def cost_at(records: Sequence[EpisodeRecord], budget: float) -> Estimate:
-    def spent(record: EpisodeRecord) -> float | None:
-        outcome = _outcome_at(record, budget)
-        return None if outcome is None else outcome.cost.usd
-
-    return bootstrap_mean(_per_task(records, spent))
-
-
-def _outcome_at(record: EpisodeRecord, budget: float) -> BudgetOutcome | None:
-    return next((o for o in record.budgets if o.budget == budget), None)
+    return bootstrap_mean(list(task_values(records, spent_at(budget)).values()))
 
 
 def _metric(records: Sequence[EpisodeRecord], value: Callable[[EpisodeMetrics], float]) -> float:
     """The mean over tasks of each task's mean over seeds."""
-    per_task = _per_task(records, lambda r: value(r.metrics) if r.metrics else None)
-    return float(np.mean([np.mean(v) for v in per_task])) if per_task else float("nan")
+    per_task = task_values(records, lambda r: value(r.metrics) if r.metrics else None)
+    return float(np.mean([np.mean(v) for v in per_task.values()])) if per_task else float("nan")
 
 
 def budget_table(config: BenchConfig, records: Sequence[EpisodeRecord]) -> str:
     head = "| strategy | " + " | ".join(f"${b:g}" for b in config.budgets) + " |"
     rows = [head, "|---" * (len(config.budgets) + 1) + "|"]
-    for strategy, group in _by_strategy(records).items():
+    for strategy, group in by_strategy(records).items():
         cells = []
         for budget in config.budgets:
             s, c = success_at(group, budget), cost_at(group, budget)
@@ -104,6 +112,7 @@ def figures_table(records: Sequence[EpisodeRecord]) -> str:
         ("cached $", lambda m: m.cost.cached_input_usd, "{:.4f}"),
         ("output $", lambda m: m.cost.output_usd, "{:.4f}"),
         ("summary $", lambda m: m.cost.summary_usd, "{:.4f}"),
+        ("summary out $", lambda m: m.cost.summary_output_usd, "{:.4f}"),
         ("proactive", lambda m: m.count("proactive"), "{:.2f}"),
         ("forced", lambda m: m.count("forced"), "{:.2f}"),
         ("masking", lambda m: m.count("masking"), "{:.2f}"),
@@ -114,7 +123,7 @@ def figures_table(records: Sequence[EpisodeRecord]) -> str:
         "| strategy | episodes | infra errors | " + " | ".join(c[0] for c in columns) + " |",
         "|---" * (len(columns) + 3) + "|",
     ]
-    for strategy, group in _by_strategy(records).items():
+    for strategy, group in by_strategy(records).items():
         infra = sum(1 for r in group if r.status == "infra_error")
         cells = [fmt.format(_metric(group, value)) for _, value, fmt in columns]
         rows.append(f"| {strategy} | {len(group)} | {infra} | " + " | ".join(cells) + " |")
@@ -128,7 +137,7 @@ def audit_table(records: Sequence[EpisodeRecord]) -> str:
         "| first action follows next step |",
         "|---" * 9 + "|",
     ]
-    for strategy, group in _by_strategy(records).items():
+    for strategy, group in by_strategy(records).items():
         audits = [a for r in group if r.status == "ok" for a in r.audits]
         after = [c for r in group if r.status == "ok" for c in r.continuations]
         judged = [c.follows_next_step for c in after if c.follows_next_step is not None]
@@ -158,7 +167,7 @@ def infra_section(records: Sequence[EpisodeRecord]) -> list[str]:
     if not failed:
         return []
     rows = ["| strategy | infra errors | episodes | reasons |", "|---|---|---|---|"]
-    for strategy, group in _by_strategy(records).items():
+    for strategy, group in by_strategy(records).items():
         reasons = Counter(short_reason(r.error or "?") for r in group if r.status != "ok")
         if reasons:
             why = "; ".join(f"{n}x `{reason}`" for reason, n in reasons.most_common(3))
@@ -184,6 +193,13 @@ def write_report(
 ) -> Report:
     out = Path(out_dir)
     ok = sum(1 for r in records if r.status == "ok")
+    groups = by_strategy(records)
+    strategies = list(groups)
+    comparisons = paired_comparisons(records, strategies, config.budgets)
+    context = context_episode(records)
+    plot_notes = (
+        [f"Context over steps (context_over_steps.png): {context.caption}."] if context else []
+    )
     text = "\n\n".join(
         [
             f"# ac-bench: worker `{config.worker}`, tasks `{config.task_source}` split "
@@ -193,26 +209,49 @@ def write_report(
             f"fallback threshold {config.fallback_threshold}",
             "## Success rate [95% CI] and mean cost per episode, by budget (USD)",
             budget_table(config, records),
+            *paired_section(comparisons),
             f"## Per-strategy figures (run budget ${config.run_budget:g})",
             figures_table(records),
-            "Compaction counts are per episode; 'after root cause': share of summaries written "
-            "after a ground-truth file was first read.",
+            "Compaction counts are per episode; 'summary $': the whole cost of the calls that "
+            "wrote (or were asked for) a summary, 'summary out $' its output part; 'after root "
+            "cause': share of summaries written after a ground-truth file was first read.",
             "## Summary audit and continuation after compaction",
             audit_table(records),
             "Audit rates are over the summaries the policy wrote (summary-ignored writes none); "
             "re-reads, re-searches and 'follows' are over the first 5 steps after each applied "
             "summary (see ac_env/bench/audit.py and continuation.py for the rules).",
             *infra_section(records),
+            *plot_notes,
         ]
     )
     markdown = out / "report.md"
     markdown.write_text(text + "\n", encoding="utf-8")
+    summary = out / SUMMARY_FILE
+    summary.write_text(
+        BenchSummary(
+            config=config,
+            cells=[
+                Cell(
+                    strategy=strategy,
+                    budget=budget,
+                    success=success_at(group, budget),
+                    cost_usd=cost_at(group, budget),
+                )
+                for strategy, group in groups.items()
+                for budget in config.budgets
+            ],
+            reference=reference_strategy(strategies) if strategies else None,
+            paired=comparisons,
+        ).model_dump_json(indent=2)
+        + "\n",
+        encoding="utf-8",
+    )
     plots = [
-        _plot_success(config, records, out / "success_vs_budget.png"),
-        _plot_costs(records, out / "cost_breakdown.png"),
-        _plot_context(records, out, out / "context_over_steps.png"),
+        _save(success_figure(config, records), out / "success_vs_budget.png"),
+        _save(cost_figure(records), out / "cost_breakdown.png"),
+        _save(context_figure(records, out, context), out / "context_over_steps.png"),
     ]
-    return Report(markdown=markdown, plots=plots, text=text)
+    return Report(markdown=markdown, summary=summary, plots=plots, text=text)
 
 
 # ---- plots -----------------------------------------------------------------------------------
@@ -227,14 +266,21 @@ def _pyplot() -> Any:
     return plt
 
 
-def _plot_success(config: BenchConfig, records: Sequence[EpisodeRecord], path: Path) -> Path:
-    """Budgets evenly spaced (they span orders of magnitude); strategies slightly offset so
-    equal curves stay visible; error bars: 95% bootstrap CI over tasks."""
+def _save(fig: Figure, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    _pyplot().close(fig)
+    return path
+
+
+def success_figure(config: BenchConfig, records: Sequence[EpisodeRecord]) -> Figure:
+    """Success rate at each budget, budgets on a log axis (they span orders of magnitude);
+    strategies slightly offset so equal curves stay visible; error bars: 95% bootstrap CI over
+    tasks."""
     plt = _pyplot()
-    groups = _by_strategy(records)
+    groups = by_strategy(records)
     fig, ax = plt.subplots(figsize=(8, 4.8))
-    positions = list(range(len(config.budgets)))
-    width = 0.3 / max(1, len(groups))
+    width = 0.02 / max(1, len(groups))  # in decades of the log axis
     for index, (strategy, group) in enumerate(groups.items()):
         estimates = [success_at(group, b) for b in config.budgets]
         means = [100 * e.mean for e in estimates]
@@ -242,73 +288,115 @@ def _plot_success(config: BenchConfig, records: Sequence[EpisodeRecord], path: P
             [100 * (e.mean - e.low) for e in estimates],
             [100 * (e.high - e.mean) for e in estimates],
         ]
-        shifted = [x + (index - (len(groups) - 1) / 2) * width for x in positions]
+        shift = 10 ** ((index - (len(groups) - 1) / 2) * width)
+        shifted = [b * shift for b in config.budgets]
         ax.errorbar(shifted, means, yerr=errors, marker="o", capsize=3, label=strategy)
-    ax.set_xticks(positions, [f"${b:g}" for b in config.budgets])
-    ax.set_xlabel("budget per task (USD)")
+    ax.set_xscale("log")
+    ax.set_xticks(config.budgets, [f"${b:g}" for b in config.budgets])
+    ax.minorticks_off()
+    ax.set_xlabel("budget per episode (USD, log scale)")
     ax.set_ylabel("success rate (%)")
     ax.set_ylim(-5, 105)
     ax.set_title(f"Success vs budget ({config.worker}; bars: 95% bootstrap CI over tasks)")
     ax.grid(alpha=0.3)
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return fig
 
 
-def _plot_costs(records: Sequence[EpisodeRecord], path: Path) -> Path:
+COST_PARTS: tuple[tuple[str, Callable[[EpisodeMetrics], float]], ...] = (
+    ("uncached input", lambda m: m.cost.uncached_input_usd),
+    ("cached input", lambda m: m.cost.cached_input_usd),
+    ("output: acting", lambda m: m.cost.output_usd - m.cost.summary_output_usd),
+    ("output: writing summaries", lambda m: m.cost.summary_output_usd),
+)
+
+
+def cost_figure(records: Sequence[EpisodeRecord]) -> Figure:
+    """Mean cost per episode of each strategy, stacked: uncached input, cached input, output;
+    the output split into acting and writing summaries (hatched, in the output's colour)."""
     plt = _pyplot()
-    groups = _by_strategy(records)
+    groups = by_strategy(records)
     names = list(groups)
-    parts = [
-        ("uncached input", lambda m: m.cost.uncached_input_usd),
-        ("cached input", lambda m: m.cost.cached_input_usd),
-        ("output", lambda m: m.cost.output_usd),
-    ]
     fig, ax = plt.subplots(figsize=(8, 4.8))
     bottoms = [0.0] * len(names)
-    for label, value in parts:
+    colours = ["C0", "C1", "C2", "C2"]
+    for (label, value), colour in zip(COST_PARTS, colours, strict=True):
         heights = [_metric(groups[n], value) for n in names]
-        ax.bar(names, heights, bottom=bottoms, label=label)
+        summary = label == COST_PARTS[-1][0]
+        ax.bar(
+            names,
+            heights,
+            bottom=bottoms,
+            label=label,
+            color=colour,
+            hatch="//" if summary else None,
+            edgecolor="black" if summary else None,
+        )
         bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
-    summary = [_metric(groups[n], lambda m: m.cost.summary_usd) for n in names]
-    ax.bar(
-        names,
-        summary,
-        width=0.4,
-        fill=False,
-        hatch="//",
-        edgecolor="black",
-        label="of which: writing summaries",
-    )
     ax.set_ylabel("mean cost per episode (USD)")
     ax.set_title("Cost breakdown per strategy (full-budget run)")
     ax.tick_params(axis="x", labelrotation=20)
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return fig
 
 
-def _plot_context(records: Sequence[EpisodeRecord], out: Path, path: Path) -> Path:
-    """One episode per strategy, all of the same task and seed (the first one every strategy
-    ran), context tokens at each model call; markers at the calls that led to a compaction."""
+@dataclass(frozen=True)
+class ContextEpisode:
+    """The episode the context plot shows, every strategy's run of it, and why it was chosen."""
+
+    instance_id: str
+    seed: int
+    caption: str
+
+
+def context_episode(records: Sequence[EpisodeRecord]) -> ContextEpisode | None:
+    """The task and seed every strategy ran (status ok) on which the reference strategy
+    (``none``, full history, when run) reached its highest peak context: the episode where
+    compaction has the most to do. None when no task and seed was run by every strategy."""
+    groups = by_strategy(records)
+    if not groups:
+        return None
+    ran = [
+        {(r.instance_id, r.seed): r for r in group if r.status == "ok" and r.trajectory}
+        for group in groups.values()
+    ]
+    shared = set.intersection(*(set(episodes) for episodes in ran))
+    if not shared:
+        return None
+    reference = reference_strategy(list(groups))
+    base = ran[list(groups).index(reference)]
+
+    def peak(key: tuple[str, int]) -> int:
+        metrics = base[key].metrics
+        return metrics.peak_context_tokens if metrics else 0
+
+    instance_id, seed = min(shared, key=lambda key: (-peak(key), key))
+    who = "full-history (none)" if reference == FULL_HISTORY else f"`{reference}`"
+    caption = (
+        f"task {instance_id}, seed {seed}: the {who} episode with the highest peak context "
+        f"({peak((instance_id, seed))} tokens) among the {len(shared)} every strategy ran"
+    )
+    return ContextEpisode(instance_id=instance_id, seed=seed, caption=caption)
+
+
+def context_figure(
+    records: Sequence[EpisodeRecord], out: Path, chosen: ContextEpisode | None
+) -> Figure:
+    """Every strategy's run of the ``chosen`` episode: context tokens at each model call,
+    markers at the calls that led to a compaction; the title says which episode and why."""
     plt = _pyplot()
     from matplotlib.ticker import MaxNLocator
 
-    groups = _by_strategy(records)
-    shared = set.intersection(
-        *({(r.instance_id, r.seed) for r in g if r.trajectory} for g in groups.values())
-    )
     fig, ax = plt.subplots(figsize=(8, 4.8))
-    if shared:
-        instance_id, seed = min(shared)
+    if chosen is not None:
         marked: set[str] = set()
-        for strategy, group in groups.items():
-            record = next(r for r in group if (r.instance_id, r.seed) == (instance_id, seed))
+        for strategy, group in by_strategy(records).items():
+            record = next(
+                r
+                for r in group
+                if (r.instance_id, r.seed) == (chosen.instance_id, chosen.seed) and r.status == "ok"
+            )
             calls = Trajectory.read(safe_child(out, str(record.trajectory))).model_calls()
             tokens = {c.step: c.context_tokens for c in calls}
             (line,) = ax.plot(list(tokens), list(tokens.values()), label=strategy)
@@ -324,13 +412,13 @@ def _plot_context(records: Sequence[EpisodeRecord], out: Path, path: Path) -> Pa
                     label=f"({c.kind})" if c.kind not in marked else None,
                 )
                 marked.add(c.kind)
-        ax.set_title(f"Context over steps: {instance_id}, seed {seed}")
+        ax.set_title(f"Context over steps: {textwrap.fill(chosen.caption, 70)}", fontsize=10)
+    else:
+        ax.set_title("Context over steps: no task and seed that every strategy ran")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("model call (step)")
     ax.set_ylabel("context tokens at the call")
     ax.grid(alpha=0.3)
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    if chosen is not None:
+        ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    return fig
