@@ -219,8 +219,8 @@ def write_trajectory(out: Path, name: str, contexts: list[int]) -> str:
 
 
 def test_the_context_plot_names_its_task_and_why_it_was_chosen(tmp_path):
-    peaks = {("none", "short"): 2000, ("none", "long"): 9000, ("fixed", "short"): 2500}
-    peaks |= {("fixed", "long"): 4000, ("none", "only-none"): 20_000}
+    peaks = {("none", "a-short"): 2000, ("none", "b-long"): 9000, ("fixed", "a-short"): 2500}
+    peaks |= {("fixed", "b-long"): 4000, ("none", "only-none"): 20_000}
     records = [
         record(
             strategy,
@@ -234,9 +234,9 @@ def test_the_context_plot_names_its_task_and_why_it_was_chosen(tmp_path):
         for (strategy, task), peak in peaks.items()
     ]
     chosen = context_episode(records)
-    assert chosen is not None and (chosen.instance_id, chosen.seed) == ("long", 0)
+    assert chosen is not None and (chosen.instance_id, chosen.seed) == ("b-long", 0)
     assert chosen.caption == (
-        "task long, seed 0: the full-history (none) episode with the highest peak context "
+        "task b-long, seed 0: the full-history (none) episode with the highest peak context "
         "(9000 tokens) among the 2 every strategy ran"
     )
     title = context_figure(records, tmp_path, chosen).axes[0].get_title().replace("\n", " ")
