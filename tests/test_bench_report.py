@@ -99,6 +99,9 @@ def test_only_tasks_both_ran_ok_are_paired_each_averaged_over_its_seeds():
     (c,) = compare(records)
     assert c.success.n == 2 and c.cost_usd.n == 2
     assert c.success.mean == pytest.approx((0.5 + 1.0) / 2)
+    (apart,) = compare([record("none", "t0", solved=True), record("self", "t1", solved=True)])
+    assert apart.success.n == 0 and not apart.success_differs
+    assert apart.line() == "self vs none at $0.01: no task that both ran"
 
 
 def test_the_reference_is_full_history_when_run_else_the_first_strategy():

@@ -88,7 +88,8 @@ class PairedComparison(BaseModel):
 
     def line(self) -> str:
         """The comparison in plain words, e.g. ``fixed vs none at $0.005 (20 tasks): success
-        +20.0 points [+5.0, +35.0] (differs); cost -$0.0010 [-$0.0020, +$0.0001] (same)``."""
+        +20.0 points [+5.0, +35.0] (differs); cost -$0.0010 [-$0.0020, +$0.0001] per episode
+        (same within noise)``."""
         head = f"{self.strategy} vs {self.reference} at ${self.budget:g}"
         if self.success.n == 0:
             return f"{head}: no task that both ran"
