@@ -331,6 +331,7 @@ def cost_figure(records: Sequence[EpisodeRecord]) -> Figure:
             color=colour,
             hatch="//" if summary else None,
             edgecolor="black" if summary else None,
+            linewidth=[1.0 if h else 0.0 for h in heights] if summary else None,
         )
         bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
     ax.set_ylabel("mean cost per episode (USD)")
@@ -412,7 +413,8 @@ def context_figure(
                     label=f"({c.kind})" if c.kind not in marked else None,
                 )
                 marked.add(c.kind)
-        ax.set_title(f"Context over steps: {textwrap.fill(chosen.caption, 70)}", fontsize=10)
+        caption = textwrap.fill(chosen.caption, 70, break_on_hyphens=False)
+        ax.set_title(f"Context over steps: {caption}", fontsize=10)
     else:
         ax.set_title("Context over steps: no task and seed that every strategy ran")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
