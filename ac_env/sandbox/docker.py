@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import posixpath
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from types import TracebackType
@@ -80,9 +81,10 @@ _SETUP_TIMEOUT_S = 300.0
 _HELPER_TIMEOUT_S = 30.0
 _ERROR_LIMIT = 16 * 1024
 _RESERVED_WORKDIRS = ("/", "/proc", "/dev", "/sys", "/tmp", "/etc", "/opt/autocompact", "/usr")
-_IMAGE_HINT = (
-    "build the base image with `bash scripts/docker_daemon.sh start` "
-    "(nothing is pulled from a registry)"
+_BASE_IMAGE_HINT = "build it with `bash scripts/docker_daemon.sh start`"
+_TASK_IMAGE_HINT = (
+    "load it (`docker load`) or build it (`scripts/swebench_image.py` builds one from a "
+    "task's snapshot_dir)"
 )
 
 
@@ -332,15 +334,15 @@ class DockerSandbox:
     # -- containers --------------------------------------------------------------------------
 
     def _create(self, client: Any, task: Task, key: str, workdir: str) -> _Container:
-        import docker.errors
         import docker.types
 
         image = task.image_name or self.base_image
-        try:
-            client.images.get(image)
-        except docker.errors.ImageNotFound as error:
-            hint = _IMAGE_HINT if image == self.base_image else "load or build it first"
-            raise SandboxError(f"docker image {image!r} is not present; {hint}") from error
+        if missing_images(client, [image]):
+            hint = _BASE_IMAGE_HINT if image == self.base_image else _TASK_IMAGE_HINT
+            raise SandboxError(
+                f"task {task.instance_id}: docker image {image!r} is not present on the daemon "
+                f"and nothing is pulled from a registry; {hint}"
+            )
         mb, quota = 1024 * 1024, self._disk_quota_mb
         container = _docker_call(
             f"creating a container from {image}",
@@ -492,6 +494,22 @@ class DockerSandbox:
         if self._state is None:
             raise SandboxError("sandbox not started; call start(task) first")
         return self._state
+
+
+def missing_images(client: Any, images: Iterable[str]) -> list[str]:
+    """Those of ``images`` the daemon does not hold, in order, once each. The sandbox never
+    pulls one (the docker SDK's ``containers.run`` would, were it asked for a missing one)."""
+    import docker.errors
+
+    missing = []
+    for image in dict.fromkeys(images):
+        try:
+            _docker_call(f"looking up image {image}", client.images.get, image)
+        except SandboxError as error:
+            if not isinstance(error.__cause__, docker.errors.ImageNotFound):
+                raise
+            missing.append(image)
+    return missing
 
 
 def _quota_volume(target: str, size_mb: int) -> Any:

@@ -44,6 +44,9 @@ cd "$WORKDIR"
 {_SINGLE_COMMIT_GIT}
 head=$({_GIT} rev-parse --verify -q 'HEAD^{{commit}}') || {{
   echo "$WORKDIR holds no git repository with a commit at HEAD" >&2; exit 3; }}
+[ -w . ] && [ -w .git ] || {{
+  echo "$WORKDIR is not writable by the container's root, which holds no capability:" \\
+    "its files must be owned by root (uid 0)" >&2; exit 3; }}
 if {_GIT} rev-parse --verify -q 'HEAD^' >/dev/null; then
   export GIT_AUTHOR_NAME=AutoCompact GIT_AUTHOR_EMAIL=base@autocompact.invalid
   export GIT_COMMITTER_NAME=AutoCompact GIT_COMMITTER_EMAIL=base@autocompact.invalid
