@@ -1,14 +1,15 @@
 """A run's whole configuration, checked before its first episode and before anything is
-written: the tasks (file, split, ids), the env keywords of every strategy, the pricing preset,
-the sandbox (bubblewrap installed, a Docker daemon answering) and the worker (an HTTP model
-server answering one probe request). A failure is one ``ConfigurationError`` line naming what
+written: the tasks (file, split, ids; each one's test_command a pytest invocation the grader
+can run), the env keywords of every strategy, the pricing preset, the sandbox (bubblewrap
+installed, a Docker daemon answering and holding every task's image) and the worker (an HTTP
+model server answering one probe request). A failure is one ``ConfigurationError`` line naming what
 to fix; the output directory is not even created, so fixing a typo and rerunning just works.
 """
 
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ac_env.agents.errors import ModelServerError
@@ -16,6 +17,7 @@ from ac_env.agents.http import probe_server
 from ac_env.bench.config import BenchConfig
 from ac_env.config import parse_config
 from ac_env.cost import make_pricing
+from ac_env.grading_runner import RunnerCommandError, parse_test_command
 from ac_env.sandbox import make_sandbox_factory
 from ac_env.sandbox.base import SandboxError
 from ac_env.tasks import Task
@@ -35,9 +37,10 @@ def validate_bench(config: BenchConfig) -> list[Task]:
     from ac_env.bench.runner import Job, episode_env_kwargs, select_tasks  # runner imports us
 
     tasks = checked("tasks", lambda: select_tasks(config))
+    checked("tasks", lambda: check_test_commands(tasks))
     for strategy in config.strategies:
         check_env_kwargs(episode_env_kwargs(config, Job(strategy, tasks[0], config.seeds[0])))
-    check_sandbox(config.sandbox)
+    check_sandbox(config.sandbox, tasks)
     check_worker("worker", config.worker)
     return tasks
 
@@ -50,9 +53,33 @@ def check_env_kwargs(kwargs: dict[str, Any]) -> None:
         checked("pricing", lambda: make_pricing(pricing))
 
 
-def check_sandbox(spec: str) -> None:
-    """The sandbox can run here (bubblewrap installed, a Docker daemon answering)."""
+def check_test_commands(tasks: list[Task]) -> None:
+    """Every task's ``test_command`` is one the grader runs (a pytest invocation)."""
+    for task in tasks:
+        try:
+            parse_test_command(task.test_command)
+        except RunnerCommandError as error:
+            raise ValueError(f"task {task.instance_id}: {error}") from None
+
+
+def check_sandbox(spec: str, tasks: Sequence[Task] = ()) -> None:
+    """The sandbox can run here (bubblewrap installed, a Docker daemon answering) and, for
+    Docker, the daemon holds every image ``tasks`` run in (nothing is pulled)."""
     checked("sandbox", lambda: make_sandbox_factory(spec))
+    if spec == "docker" and tasks:
+        from ac_env.sandbox.docker import BASE_IMAGE, missing_images
+        from ac_env.sandbox.docker_session import docker_client
+
+        images = [task.image_name or BASE_IMAGE for task in tasks]
+        missing = checked("sandbox", lambda: missing_images(docker_client(), images))
+        if missing:
+            raise ConfigurationError(
+                "sandbox",
+                f"docker image(s) not present on the daemon, and nothing is pulled from a "
+                f"registry: {', '.join(missing)}; load them (`docker load`) or build them "
+                "(`scripts/docker_daemon.sh start` builds the base image, "
+                "`scripts/swebench_image.py` a task's from its snapshot_dir)",
+            )
 
 
 def check_worker(setting: str, worker: str) -> None:
