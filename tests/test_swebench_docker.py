@@ -217,6 +217,18 @@ def test_a_missing_image_is_named_and_never_pulled(tmp_path: Path, capsys):
 
 
 @pytest.mark.slow
+def test_check_names_a_task_whose_image_is_missing(tmp_path: Path):
+    task = make_task(tmp_path).model_copy(
+        update={"image_name": MISSING_IMAGE, "snapshot_dir": None}
+    )
+    task_file = tmp_path / "tasks.jsonl"
+    task_file.write_text(task.model_dump_json() + "\n")
+    checked = swebench_image("check", str(task_file))
+    assert checked.returncode == 1 and "calc-add" in checked.stderr
+    assert f"docker image {MISSING_IMAGE!r} is not present" in checked.stderr
+
+
+@pytest.mark.slow
 def test_a_repo_the_containers_root_cannot_write_is_refused_with_the_reason(tmp_path: Path):
     client = docker_client()
     script = (
