@@ -13,11 +13,13 @@ image is removed at the end.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 from ac_env.grading import grade
 from ac_env.sandbox.docker import BASE_IMAGE, DockerSandbox
@@ -29,7 +31,8 @@ SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "swebench_image.py
 REPOSITORY = "autocompact/bench-swe-task"
 
 
-def load_script():  # type: ignore[no-untyped-def]
+def load_script() -> ModuleType:
+    """scripts/swebench_image.py as a module (scripts are not a package)."""
     spec = importlib.util.spec_from_file_location("swebench_image", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -86,7 +89,7 @@ def main() -> None:
             ("grade gold patch", grade_gold),
         ):
             for where, which in (("image", instance), ("snapshot", task)):
-                seconds = timed(lambda f=function, t=which: f(t), args.runs)
+                seconds = timed(functools.partial(function, which), args.runs)
                 rows.append((name, where, statistics.median(seconds), min(seconds)))
     finally:
         client.images.remove(image, force=True)
