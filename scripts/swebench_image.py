@@ -19,7 +19,8 @@ library, as mined tasks' tests do.
 
 ``check``: each task is graded in the docker sandbox, as the env grades an episode, with its
 gold patch (it must resolve) and with an empty patch (it must not). Exit 1 if any fails.
-Exit 2: the task file cannot be read or no Docker daemon answers.
+Exit 2: the task file cannot be read, no Docker daemon answers, or (``build``) the base
+image is missing.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any
 
 from ac_env.grading import grade
 from ac_env.sandbox.base import SandboxError
-from ac_env.sandbox.docker import BASE_IMAGE, DockerSandbox
+from ac_env.sandbox.docker import BASE_IMAGE, DockerSandbox, missing_images
 from ac_env.sandbox.docker_session import docker_client, remove_container
 from ac_env.tasks import load_tasks
 from ac_env.tasks.model import Task
@@ -72,7 +73,6 @@ def build_image(client: Any, task: Task, base_image: str, repository: str) -> st
         raise ValueError(f"task {task.instance_id} has no snapshot_dir to build an image from")
     if not (task.snapshot_dir / ".git").is_dir():
         raise ValueError(f"task {task.instance_id}: {task.snapshot_dir} is not a git repository")
-    client.images.get(base_image)  # ImageNotFound before a create could try to pull it
     container = client.containers.create(base_image, network_mode="none")
     try:
         container.put_archive("/", repo_tar(task.snapshot_dir, task.workdir))
@@ -103,6 +103,13 @@ def build(tasks: list[Task], out: Path, base_image: str, repository: str) -> int
     import docker.errors
 
     client = docker_client()
+    if missing_images(client, [base_image]):
+        print(
+            f"swebench_image: the base image {base_image!r} is not on the daemon (nothing is "
+            "pulled): `bash scripts/docker_daemon.sh start` builds it",
+            file=sys.stderr,
+        )
+        return 2
     rows = []
     for task in tasks:
         started = time.monotonic()
