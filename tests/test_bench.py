@@ -252,3 +252,10 @@ def test_the_command_prints_the_table_and_the_plot_paths(
     assert "| none | 0% [0-0]" in printed and "| masking | 0% [0-0]" in printed  # no fix made
     assert f"report: {tmp_path / 'report.md'}" in printed
     assert str(tmp_path / "success_vs_budget.png") in printed
+
+
+def test_a_task_file_or_the_real_suite_defaults_to_every_split():
+    assert BenchConfig().split == "easy"
+    assert BenchConfig(task_source="tasks.jsonl").split is None
+    assert BenchConfig(task_source="real").split is None
+    assert BenchConfig(task_source="real", split="long").split == "long"

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ac_env.bench.workers import check_worker
 from ac_env.strategies import DEFAULT_THRESHOLD, STRATEGIES, get_strategy
@@ -29,7 +29,9 @@ class BenchConfig(BaseModel):
         description="'builtin' (the synthetic suite), 'real' (the real-code suite) or a task file",
     )
     split: str | None = Field(
-        default="easy", description="task split; None (on the command line: all) for every split"
+        default="easy",
+        description="task split; None (on the command line: all) for every split; the "
+        "default is easy for the built-in suite, every split for any other source",
     )
     subset: str | None = Field(
         default=None, description="'train' or held-out 'eval' (built-in and real suites)"
@@ -61,6 +63,14 @@ class BenchConfig(BaseModel):
     max_steps: int = Field(default=50, gt=0, description="model turns per episode")
     sandbox: str = Field(default="local", description="local | unisolated | docker")
     workers: int = Field(default=2, gt=0, description="episodes run in parallel")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _other_sources_take_every_split(cls, data: Any) -> Any:
+        """``easy`` is the built-in suite's default split; another source's default is all."""
+        if isinstance(data, dict) and data.get("task_source", "builtin") != "builtin":
+            return {"split": None, **data}
+        return data
 
     @field_validator("strategies")
     @classmethod
