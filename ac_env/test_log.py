@@ -4,6 +4,8 @@
   the built-in suite's catalogue).
 - ``parse_failures`` / ``parse_durations``: what each failing test showed (its statement and
   ``E`` lines) and per-test seconds (task building, problem statements).
+- ``parse_collected``: the test ids of a ``pytest --collect-only -q`` listing, in the suite's
+  own order (skipped tests included, which ``-rA`` reports by location only).
 - ``summarize_pytest_output``: what a run's terminal output shows an agent, possibly cut to
   its tail: the closing tally, the failing ids and their one-line reasons
   (``TestRunSummary``); ``tally_counts`` reads a tally quoted in any text.
@@ -127,6 +129,18 @@ def parse_failures(log: str, failing: list[str]) -> dict[str, Failure]:
                 errors.append(_ADDRESS.sub("", text))
     close()
     return found
+
+
+def parse_collected(log: str) -> list[str]:
+    """The test ids a ``pytest --collect-only -q`` log lists (one per line, up to the first
+    blank line or section rule), in collection order."""
+    ids = []
+    for line in log.splitlines():
+        if not line.strip() or line.startswith("="):
+            break
+        if "::" in line:
+            ids.append(line)
+    return ids
 
 
 def parse_durations(log: str) -> dict[str, float]:

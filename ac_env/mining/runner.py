@@ -12,7 +12,13 @@ from pathlib import Path
 
 from ac_env.sandbox.local import Isolation, LocalSandbox
 from ac_env.tasks.model import Task
-from ac_env.test_log import Failure, parse_durations, parse_failures, parse_pytest_log
+from ac_env.test_log import (
+    Failure,
+    parse_collected,
+    parse_durations,
+    parse_failures,
+    parse_pytest_log,
+)
 
 PYTEST = "python3 -m pytest -rA -p no:cacheprovider -o addopts="
 """How a mined task's tests run: the project's own ``addopts`` are dropped (they may ask for
@@ -28,9 +34,11 @@ def test_command(python_path: str | None) -> str:
 
 @dataclass(frozen=True)
 class SuiteRun:
-    """One pytest run: outcome per test id (``PASSED``, ``FAILED``, ``ERROR``, ``SKIPPED``,
-    ...; a file that could not be collected appears as its path with ``ERROR``), what each
-    failing test showed, and per-test seconds when durations were asked for."""
+    """One pytest run: outcome per test id (``PASSED``, ``FAILED``, ``ERROR``, ``XFAIL``, ...;
+    a file that could not be collected appears as its path with ``ERROR``; a skipped test is
+    not named, as ``-rA`` reports skips by location), what each failing test showed, per-test
+    seconds when durations were asked for, and for a collect-only run the collected ids in
+    the suite's order."""
 
     outcomes: dict[str, str]
     exit_code: int
@@ -39,6 +47,7 @@ class SuiteRun:
     output: str
     failures: dict[str, Failure] = field(default_factory=dict)
     durations: dict[str, float] = field(default_factory=dict)
+    collected: list[str] = field(default_factory=list)
 
     def collection_errors(self) -> list[str]:
         return sorted(test for test, outcome in self.outcomes.items() if "::" not in test)
@@ -64,11 +73,15 @@ class SuiteRunner:
         ignore: Sequence[str] = (),
         maxfail: int | None = None,
         durations: bool = False,
+        collect_only: bool = False,
         timeout_s: float,
     ) -> SuiteRun:
         """Write ``files`` (repo-relative path -> text), run ``tests`` (all when empty), and
-        restore the tree with git whatever happened."""
+        restore the tree with git whatever happened. ``collect_only`` lists the tests (and the
+        files that fail to collect) without running them."""
         options = ["--tb=short"]
+        if collect_only:
+            options += ["--collect-only", "-q", "--continue-on-collection-errors"]
         if maxfail is not None:
             options.append(f"--maxfail={maxfail}")
         if durations:
@@ -95,6 +108,7 @@ class SuiteRunner:
             output=result.output,
             failures=parse_failures(result.output, failing),
             durations=parse_durations(result.output) if durations else {},
+            collected=parse_collected(result.output) if collect_only else [],
         )
 
     def close(self) -> None:
