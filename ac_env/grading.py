@@ -8,7 +8,9 @@
    a diff over ``MAX_PATCH_BYTES`` or one that does not apply is the policy's fault,
    reward 0;
 2. ``task.test_patch`` is applied (hidden tests, as in SWE-bench);
-3. FAIL_TO_PASS + PASS_TO_PASS run under a timeout through the trusted runner
+3. FAIL_TO_PASS + PASS_TO_PASS run under a timeout through the trusted runner, in the order
+   of ``task.test_order`` where the task gives one (the suite's own order: tests of a mined
+   task may depend on it), else FAIL_TO_PASS first
    (``grading_runner``, ``grading_boot``): the task's pytest command in isolated Python with
    pytest imported before the repository is on ``sys.path``, no bytecode read from the tree,
    and a plugin that records each test's outcome from the test function actually called and
@@ -164,7 +166,7 @@ def _grade_started(
     if test_patch_error is not None:
         return GradeResult.infra(f"test_patch does not apply: {test_patch_error}", log.text())
 
-    test_ids = list(dict.fromkeys([*task.FAIL_TO_PASS, *task.PASS_TO_PASS]))
+    test_ids = _graded_in_order(task)
     job = _job(task, base_files)
     try:
         command, run, report = run_tests(sandbox, task, test_ids, job, timeout_s, _RUN_OUTPUT_LIMIT)
@@ -220,6 +222,14 @@ def _grade_started(
         ignored=ignored,
         log=log.text(),
     )
+
+
+def _graded_in_order(task: Task) -> list[str]:
+    """FAIL_TO_PASS and PASS_TO_PASS, each once, in ``task.test_order`` (which only orders:
+    a test it lacks still runs, one it adds does not)."""
+    graded = dict.fromkeys([*task.FAIL_TO_PASS, *task.PASS_TO_PASS])
+    ordered = dict.fromkeys(test for test in task.test_order if test in graded)
+    return [*ordered, *(test for test in graded if test not in ordered)]
 
 
 def _forged_passes(output: str, report: RunnerReport, test_ids: list[str]) -> list[str]:

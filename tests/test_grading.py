@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from sandbox_task import BUGGY, TESTS, diff_after, make_task
+from sandbox_task import BUGGY, TESTS, diff_after, git, make_task
 
 from ac_env.grading import GradeResult, grade
 from ac_env.sandbox.local import LocalSandbox
@@ -136,3 +136,30 @@ def test_workspace_diff_grades_like_the_gold_patch(task: Task):
         box.exec("sed -i 's/a - b/a + b/' calc/ops.py && echo scratch > notes.txt", 10, 1000)
         patch = box.diff()
     assert grade_patch(task, patch).reward == 1.0
+
+
+ORDER_DEPENDENT_TESTS = """from calc.ops import add, mul
+
+SEEN = []
+
+
+def test_mul():
+    SEEN.append(mul(2, 3))
+
+
+def test_add():
+    assert SEEN == [6], "needs test_mul to have run first, as in the suite"
+    assert add(2, 3) == 5
+"""
+
+
+def test_graded_tests_run_in_the_tasks_test_order(task: Task):
+    (repo(task) / "tests" / "test_ops.py").write_text(ORDER_DEPENDENT_TESTS)
+    git(repo(task), "commit", "-q", "--amend", "-am", "tests that depend on order")
+    # FAIL_TO_PASS first breaks test_add even when fixed; the suite's order does not
+    assert grade_patch(task, task.patch).tests == {F2P: "FAILED", P2P: "PASSED"}
+    in_order = task.model_copy(update={"test_order": [P2P, F2P]})
+    assert grade_patch(in_order, task.patch).resolved is True
+    # the order only orders: a test it adds is not run, one it lacks still is
+    other = task.model_copy(update={"test_order": ["tests/test_ops.py::test_other", P2P]})
+    assert set(grade_patch(other, task.patch).tests) == {F2P, P2P}

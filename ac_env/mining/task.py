@@ -91,6 +91,7 @@ def make_task(
         patch=patch,
         FAIL_TO_PASS=result.fail_to_pass,
         PASS_TO_PASS=[test for test in baseline.tests if test not in failing],
+        test_order=baseline.tests,
         base_commit=commit,
         version=library.source.version,
         split="real",

@@ -41,6 +41,11 @@ class Task(BaseModel):
     test_patch: str = Field(default="", description="diff applied to the tests at grading")
     FAIL_TO_PASS: list[str]
     PASS_TO_PASS: list[str]
+    test_order: list[str] = Field(
+        default_factory=list,
+        description="the graded tests in the suite's own order, which grading runs them in "
+        "(for suites whose tests depend on order); empty: FAIL_TO_PASS, then PASS_TO_PASS",
+    )
     base_commit: str = ""
     version: str = ""
     created_at: str = ""
