@@ -31,12 +31,12 @@ from ac_env.mining.candidates import is_public, schedule
 from ac_env.mining.layout import inspect_layout
 from ac_env.mining.mutants import MutantResult
 from ac_env.mining.sdist import parse_source
-from ac_env.mining.statement import Secret
+from ac_env.mining.statement import Secret, write_statement
 from ac_env.sandbox.local import LocalSandbox
 from ac_env.tasks import load_tasks
 from ac_env.tasks.model import Task
 from ac_env.tasks.synthetic.mutations import find_mutations
-from ac_env.test_log import parse_failures
+from ac_env.test_log import Failure, parse_failures
 
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
 SANDBOX = "local" if ISOLATION == "bwrap" else "unisolated"
@@ -191,6 +191,19 @@ def test_statement_leak_check_refuses_the_location_and_changed_lines():
     assert secret.leaks("see pkg/core.py") and secret.leaks("in core.py")
     assert secret.leaks("from pkg.core import add") and secret.leaks("x = 1\nreturn a + b")
     assert not secret.leaks("from pkg import add\nprint(add(1, 2))  # expected: 3")
+
+
+def test_statements_name_the_librarys_exceptions_by_class_not_by_module(tmp_path: Path):
+    secret = Secret(
+        file="pkg/core.py",
+        module="pkg.core",
+        patch="--- a/pkg/core.py\n+++ b/pkg/core.py\n-    return a - b\n+    return a + b\n",
+    )
+    test = "tests/test_core.py::test_remap"
+    failure = Failure(statement="remap(data)", errors=["pkg.core.PathAccessError: no 'x'"])
+    statement = write_statement("pkg", "1.0", tmp_path, [test], {test: failure}, secret, "s")
+    assert statement is not None and "fails with PathAccessError" in statement
+    assert "PathAccessError: no 'x'" in statement and "pkg.core" not in statement
 
 
 @pytest.mark.slow

@@ -4,7 +4,9 @@ script) and what pytest reported (the assertion or the exception).
 
 A statement never names the bug's file (path, file name, dotted module) and never holds a
 line the gold patch changes; a candidate text that would is refused and the next failing test
-is tried. None when no failing test gives a clean statement.
+is tried. None when no failing test gives a clean statement. Exceptions are named by their
+class, as a user quoting an error would (``PathAccessError``), not by the dotted path pytest
+prints (``boltons.iterutils.PathAccessError``), which would name the module.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ MAX_ERROR_LINES = 12
 MAX_OTHERS = 5
 _MIN_LEAK_LINE = 6
 _STAR_IMPORT = re.compile(r"^\s*from\s+\S+\s+import\s+\*", re.MULTILINE)
+_EXCEPTION_MODULE = re.compile(
+    r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt)\b)"
+)
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,12 @@ class Secret:
 
     def leaks(self, text: str) -> bool:
         return any(needle in text for needle in self.needles())
+
+
+def by_class_name(failure: Failure) -> Failure:
+    """``failure`` with exceptions named by class: ``pkg.mod.BadKey: x`` -> ``BadKey: x``."""
+    errors = [_EXCEPTION_MODULE.sub("", line) for line in failure.errors]
+    return failure.model_copy(update={"errors": errors})
 
 
 def display_name(test_id: str) -> str:
@@ -122,7 +133,7 @@ def write_statement(
     """A bug report about the first failing test that yields a leak-free text."""
     rng = random.Random(seed)
     for test in fail_to_pass:
-        failure = failures.get(test, Failure())
+        failure = by_class_name(failures.get(test, Failure()))
         bodies = [_script_text(repo, test, failure), _failure_text(test, failure)]
         for body in bodies:
             if body is None:
