@@ -37,7 +37,12 @@ def _parser() -> argparse.ArgumentParser:
     mine = tasks.add_parser(
         "build", help="mine bug-fix tasks from PyPI libraries (sdists that ship their tests)"
     )
-    mine.add_argument("libraries", nargs="+", help="NAME==VERSION or a local sdist archive")
+    mine.add_argument(
+        "libraries",
+        nargs="+",
+        help="NAME==VERSION, NAME (the latest version, recorded in the build directory's "
+        "versions.json) or a local sdist archive",
+    )
     mine.add_argument(
         "--out",
         type=Path,

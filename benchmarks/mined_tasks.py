@@ -53,8 +53,11 @@ def yield_table(out: Path) -> None:
             f"{r.elapsed_s:>9.0f}{per_task:>8.1f}"
         )
         others = {k: v for k, v in r.verdicts.items() if k != "kept"}
-        if others or r.dropped:
-            print(f"{'':<24}rejected: {others}; dropped after keeping: {r.dropped}")
+        if others or r.dropped or r.capped:
+            print(
+                f"{'':<24}rejected: {others}; dropped after keeping: {r.dropped}; "
+                f"capped (function had its tasks): {r.capped}"
+            )
 
 
 def run_agent(source: str, tasks: list[Task], workers: int, max_steps: int) -> dict[str, Any]:

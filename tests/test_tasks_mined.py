@@ -9,6 +9,7 @@ import json
 import shutil
 import socket
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import gymnasium as gym
@@ -17,6 +18,8 @@ from mined_sdist import (
     STATS,
     failing_sdist,
     good_sdist,
+    library_files,
+    make_sdist,
     missing_dependency_sdist,
     no_tests_sdist,
 )
@@ -26,11 +29,11 @@ import ac_env  # noqa: F401  (registers the env ids)
 from ac_env.agents.oracle import GoldPatchPolicy
 from ac_env.agents.rollout import rollout
 from ac_env.grading import grade
-from ac_env.mining.build import BuildOptions, LibraryReport, build
+from ac_env.mining.build import BuildOptions, LibraryReport, build, build_library
 from ac_env.mining.candidates import is_public, schedule
 from ac_env.mining.layout import inspect_layout
 from ac_env.mining.mutants import MutantResult
-from ac_env.mining.sdist import parse_source
+from ac_env.mining.sdist import parse_source, resolve_latest
 from ac_env.mining.statement import Secret, write_statement
 from ac_env.sandbox.local import LocalSandbox
 from ac_env.tasks import load_tasks
@@ -71,7 +74,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
         "minilib": good_sdist(root),
     }
     out = tmp_path_factory.mktemp("mined")
-    reports = build([str(path) for path in sdists.values()], options(out))
+    # no cap on tasks per function: every candidate is tried
+    reports = build([str(path) for path in sdists.values()], options(out, max_per_function=99))
     return Built(out, reports, sdists)
 
 
@@ -251,13 +255,57 @@ def test_an_interrupted_build_resumes(built: Built, tmp_path: Path):
     (directory / "made.jsonl").write_text(made[0] + "\n")
     for task in built.tasks[1:]:
         shutil.rmtree(directory / "snapshots" / task.instance_id)
-    build([str(built.sdists["minilib"])], options(out))
+    build([str(built.sdists["minilib"])], options(out, max_per_function=99))
     lines = (directory / "mutants.jsonl").read_text().splitlines()
     assert lines[:10] == mutants[:10] and len(lines) == len(mutants)
     assert {json.loads(line)["key"] for line in lines} == {json.loads(m)["key"] for m in mutants}
     resumed = load_tasks(str(out / "tasks.jsonl"))
     assert [t.instance_id for t in resumed] == [t.instance_id for t in built.tasks]
     assert all(t.snapshot_dir is not None and t.snapshot_dir.is_dir() for t in resumed)
+
+
+@pytest.mark.slow
+def test_tasks_are_spread_over_functions(built: Built, tmp_path: Path):
+    per_function = Counter(t.ground_truth.functions[0] for t in built.tasks if t.ground_truth)
+    assert per_function["minilib.stats:sign"] > 1  # uncapped
+    (report,) = build([str(built.sdists["minilib"])], options(tmp_path, max_per_function=1))
+    functions = [t.ground_truth.functions[0] for t in load_tasks(str(tmp_path / "tasks.jsonl"))]
+    assert sorted(functions) == ["minilib.stats:mean", "minilib.stats:sign"]
+    assert report.capped > 0 and report.tried + report.capped == report.candidates
+
+
+def release(root: Path, version: str) -> Path:
+    files = library_files()
+    files["PKG-INFO"] = files["PKG-INFO"].replace("0.1", version)
+    files["pyproject.toml"] = files["pyproject.toml"].replace('"0.1"', f'"{version}"')
+    return make_sdist(root, "minilib", version, files)
+
+
+@pytest.mark.slow
+def test_a_bare_name_is_the_latest_version_resolved_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Offline: pip reads a folder of sdists (building their metadata with the venv's
+    setuptools); a failed download leaves no folder behind."""
+    links = tmp_path / "links"
+    release(links, "0.1")
+    release(links, "0.2")
+    for name, value in {
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(links),
+        "PIP_NO_BUILD_ISOLATION": "false",
+    }.items():
+        monkeypatch.setenv(name, value)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert resolve_latest("minilib", out) == "minilib==0.2"
+    assert (out / "minilib-0.2" / "sdist" / "minilib-0.2.tar.gz").is_file()
+    release(links, "0.3")  # a later release does not move the build
+    assert resolve_latest("minilib", out) == "minilib==0.2"
+    assert json.loads((out / "versions.json").read_text()) == {"minilib": "0.2"}
+    report, _ = build_library("no-such-library==1.0", options(out))
+    assert report.status == "skipped" and report.reason.startswith("pip download failed")
+    assert not (out / "no-such-library-1.0").exists()
 
 
 def test_library_specs_parse():

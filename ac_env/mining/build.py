@@ -1,26 +1,30 @@
 """``ac-env tasks build``: mine bug-fix tasks from libraries, resumably.
 
-Per library (``<out>/<name>-<version>/``): fetch and unpack the sdist into a one-commit repo,
-run its suite at baseline in the local sandbox, test candidate mutants one by one (each line
-of ``mutants.jsonl`` is one result, written as soon as it is known), and turn each kept
+Per library (``<out>/<name>-<version>/``; a bare ``NAME`` is resolved to its latest version
+once, recorded in ``<out>/versions.json``): fetch and unpack the sdist into a one-commit
+repo, run its suite at baseline in the local sandbox, test candidate mutants one by one (each
+line of ``mutants.jsonl`` is one result, written as soon as it is known), and turn each kept
 mutant whose behaviour no earlier one had into a task (``made.jsonl``: the task or why it
-was dropped). ``tasks.jsonl`` is the library's task file; ``<out>/tasks.jsonl`` holds every
-library's tasks. Snapshot paths in task files are relative to the file.
+was dropped), at most ``max_per_function`` tasks per function (candidates of a function that
+has them are not tried). ``tasks.jsonl`` is the library's task file; ``<out>/tasks.jsonl``
+holds every library's tasks. Snapshot paths in task files are relative to the file.
 
 An interrupted build resumes: the sdist, the repo, the baseline, each tested mutant and each
 made task are reused. A library that cannot be mined (no tests in its sdist, a failed
 download or build, a suite that does not pass at baseline) gets one line saying why, and the
-build moves on.
+build moves on; a library that failed before anything was downloaded leaves no directory.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
 from pathlib import Path
 from queue import Queue
 from typing import Literal, TypeVar
@@ -33,7 +37,7 @@ from ac_env.mining.candidates import public_mutations, schedule
 from ac_env.mining.library import Library, prepare_library
 from ac_env.mining.mutants import MutantResult, evaluate_mutant
 from ac_env.mining.runner import SuiteRunner, base_task
-from ac_env.mining.sdist import Source, SourceError, parse_source
+from ac_env.mining.sdist import Source, SourceError, parse_source, resolve_latest
 from ac_env.mining.task import TaskRejected, make_task
 from ac_env.paths import safe_child
 from ac_env.sandbox.base import SandboxError
@@ -50,6 +54,7 @@ class BuildOptions(BaseModel):
     max_tasks: int | None = Field(default=None, ge=1, description="tasks per library")
     max_candidates: int | None = Field(default=None, ge=1, description="mutants per library")
     max_failing: int = Field(default=10, ge=1, description="most FAIL_TO_PASS tests per task")
+    max_per_function: int = Field(default=3, ge=1, description="tasks per mutated function")
     slow_test_s: float = Field(default=0.25, gt=0, description="tests slower are left out")
     timeout_s: float | None = Field(default=None, gt=0, description="seconds per mutant run")
     jobs: int = Field(default=1, ge=1, description="mutants tested at once")
@@ -69,6 +74,9 @@ class LibraryReport(BaseModel):
     baseline_s: float = 0.0
     candidates: int = 0
     tried: int = 0
+    capped: int = 0
+    """Candidates whose function already had ``max_per_function`` tasks: not tried (or, tried
+    in the same batch of ``jobs``, kept without a task)."""
     verdicts: dict[str, int] = {}
     duplicates: int = 0
     dropped: dict[str, int] = {}
@@ -219,17 +227,28 @@ class _Mining:
         seen: set[object] = set()
         verdicts: Counter[str] = Counter()
         dropped: Counter[str] = Counter()
+        per_function: Counter[tuple[str, str]] = Counter()
         bar = tqdm(
             total=len(candidates),
             desc=self.library.source.slug,
             unit="mutant",
             disable=not options.progress,
         )
+
+        def uncapped() -> Iterator[Mutation]:
+            for mutation in candidates:
+                if per_function[(mutation.file, mutation.function)] < options.max_per_function:
+                    yield mutation
+                else:
+                    report.capped += 1
+                    bar.update()
+
+        queue = uncapped()
         with bar, ThreadPoolExecutor(max_workers=options.jobs) as pool:
-            for start in range(0, len(candidates), options.jobs):
-                if options.max_tasks is not None and len(tasks) >= options.max_tasks:
+            while options.max_tasks is None or len(tasks) < options.max_tasks:
+                batch = list(islice(queue, options.jobs))
+                if not batch:
                     break
-                batch = candidates[start : start + options.jobs]
                 results = pool.map(evaluate, batch) if options.jobs > 1 else map(evaluate, batch)
                 for result in results:
                     if result.key not in self.results:
@@ -244,13 +263,18 @@ class _Mining:
                         report.duplicates += 1
                         continue
                     seen.add(result.behaviour())
+                    function = (result.mutation.file, result.mutation.function)
                     if options.max_tasks is not None and len(tasks) >= options.max_tasks:
+                        continue
+                    if per_function[function] >= options.max_per_function:
+                        report.capped += 1
                         continue
                     made = self._made(result, baseline)
                     if made.task is None:
                         dropped[made.reason.split(":")[0]] += 1
                     else:
                         tasks.append(made.task)
+                        per_function[function] += 1
                     bar.set_postfix(tasks=len(tasks))
         report.verdicts = dict(verdicts)
         report.dropped = dict(dropped)
@@ -287,8 +311,8 @@ def build_library(spec: str, options: BuildOptions) -> tuple[LibraryReport, list
     """Mine one library; a library that cannot be mined is reported ``skipped``."""
     started = time.monotonic()
     try:
-        source: Source = parse_source(spec)
-    except ValueError as error:
+        source: Source = parse_source(resolve_latest(spec, options.out))
+    except (ValueError, SourceError) as error:
         return LibraryReport(library=spec, status="skipped", reason=str(error)), []
     directory = safe_child(options.out, source.slug)
     report_path = directory / "report.json"
@@ -310,9 +334,23 @@ def build_library(spec: str, options: BuildOptions) -> tuple[LibraryReport, list
         report = LibraryReport(library=report.library, status="skipped", reason=reason)
     spent = time.monotonic() - started
     report.elapsed_s = round(spent + (previous.elapsed_s if previous else 0.0), 1)
+    if report.status == "skipped":
+        _remove_empty(directory)
     if directory.is_dir():
         _write_atomic(report_path, report.model_dump_json(indent=1))
     return report, tasks
+
+
+def _remove_empty(directory: Path) -> None:
+    """Remove ``directory``'s empty folders (e.g. ``sdist/`` after a failed download), and
+    ``directory`` itself when nothing but an earlier report is left."""
+    if not directory.is_dir():
+        return
+    for folder in directory.iterdir():
+        if folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
+            folder.rmdir()
+    if {p.name for p in directory.iterdir()} <= {"report.json"}:
+        shutil.rmtree(directory)
 
 
 def build(specs: list[str], options: BuildOptions) -> list[LibraryReport]:

@@ -2,7 +2,10 @@
 one-commit git repository.
 
 ``NAME==VERSION`` is fetched with ``pip download --no-binary NAME --no-deps`` (only that
-package from source, nothing else built); a path to a local ``.tar.gz`` is used as it is.
+package from source, nothing else built); a path to a local ``.tar.gz`` is used as it is. A
+bare ``NAME`` means the latest version with an sdist: it is downloaded once, and the version
+is recorded in the build's ``versions.json`` so that later builds (and the library's
+directory name) stay on it.
 The archive is unpacked with ``tar --no-same-owner`` (so git does not report dubious
 ownership) and committed once with every file force-added: the tree is exactly the commit,
 so ``git reset --hard && git clean -fdx`` restores it.
@@ -10,6 +13,7 @@ so ``git reset --hard && git clean -fdx`` restores it.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -22,7 +26,11 @@ from ac_env.paths import check_name
 from ac_env.tasks.git_repo import COMMIT_DATE, GIT_IDENTITY
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
-_SPEC = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9._+!-]+)$")
+_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+_SPEC = re.compile(rf"^(?P<name>{_NAME})==(?P<version>[A-Za-z0-9._+!-]+)$")
+_BARE_NAME = re.compile(rf"^{_NAME}$")
+VERSIONS_FILE = "versions.json"
+"""Where a build records the version each bare ``NAME`` was resolved to."""
 _DOWNLOAD_TIMEOUT_S = 300.0
 
 
@@ -56,7 +64,7 @@ def parse_source(spec: str) -> Source:
     path = Path(spec)
     suffix = next((s for s in ARCHIVE_SUFFIXES if path.name.endswith(s)), None)
     if suffix is None:
-        raise ValueError(f"{spec!r}: expected NAME==VERSION or a path to an sdist archive")
+        raise ValueError(f"{spec!r}: expected NAME, NAME==VERSION or a path to an sdist archive")
     stem = path.name.removesuffix(suffix)
     name, dash, version = stem.rpartition("-")
     if not dash or not name or not version:
@@ -72,6 +80,40 @@ def _checked(source: Source, spec: str) -> Source:
     return source
 
 
+def resolve_latest(spec: str, out: Path) -> str:
+    """``spec`` itself, or for a bare ``NAME`` ``NAME==VERSION`` with the version recorded in
+    ``out/versions.json``; an unrecorded one is the latest sdist, downloaded here into
+    ``out/<slug>/sdist/`` (``SourceError`` when it cannot be had)."""
+    if not _BARE_NAME.match(spec.strip()):
+        return spec
+    name = spec.strip()
+    key = re.sub(r"[-_.]+", "-", name).lower()
+    record = out / VERSIONS_FILE
+    versions: dict[str, str] = json.loads(record.read_text()) if record.is_file() else {}
+    if key not in versions:
+        with tempfile.TemporaryDirectory(prefix=f".latest-{key}-", dir=out) as scratch:
+            archive = _pip_download(name, name, Path(scratch))
+            version = _archive_version(archive)
+            source = _checked(Source(name, version), spec)
+            target = out / source.slug / "sdist"
+            target.mkdir(parents=True, exist_ok=True)
+            if not _archives(target):
+                archive.rename(target / archive.name)
+        versions[key] = version
+        staging = record.with_name(f".{record.name}.tmp")
+        staging.write_text(json.dumps(versions, indent=1, sort_keys=True) + "\n")
+        staging.replace(record)
+    return f"{name}=={versions[key]}"
+
+
+def _archive_version(archive: Path) -> str:
+    suffix = next((s for s in ARCHIVE_SUFFIXES if archive.name.endswith(s)), "")
+    _, dash, version = archive.name.removesuffix(suffix).rpartition("-")
+    if not dash or not version:
+        raise SourceError(f"cannot read a version from the sdist's name {archive.name!r}")
+    return version
+
+
 def fetch_sdist(source: Source, directory: Path) -> Path:
     """The library's sdist archive, downloaded into ``directory`` unless it is there."""
     if source.archive is not None:
@@ -81,6 +123,11 @@ def fetch_sdist(source: Source, directory: Path) -> Path:
     found = _archives(directory)
     if found:
         return found[0]
+    return _pip_download(f"{source.name}=={source.version}", source.name, directory)
+
+
+def _pip_download(requirement: str, name: str, directory: Path) -> Path:
+    """Download ``requirement``'s sdist (nothing else) into ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     command = [
         sys.executable,
@@ -89,11 +136,11 @@ def fetch_sdist(source: Source, directory: Path) -> Path:
         "download",
         "--no-deps",
         "--no-binary",
-        source.name,
+        name,
         "--dest",
         str(directory),
         "--quiet",
-        f"{source.name}=={source.version}",
+        requirement,
     ]
     try:
         result = subprocess.run(
