@@ -8,6 +8,7 @@ from ac_env.test_log import (
     Outcome,
     TestRunSummary,
     last_test_run,
+    parse_collected,
     parse_pytest_log,
     summarize_pytest_output,
     tally_counts,
@@ -97,3 +98,25 @@ def test_the_last_test_run_is_the_last_pytest_command():
     record, run = last_test_run(runs, completed=True) or (None, None)
     assert record is runs[0] and run is not None and (run.failed, run.passed) == (2, 8)
     assert last_test_run(runs[1:2]) is None
+
+
+COLLECTED = """tests/test_a.py::test_b
+tests/test_a.py::test_p[a b]
+tests/test_a.py::TestK::test_m
+
+==================================== ERRORS ====================================
+______________________ ERROR collecting tests/test_bad.py ______________________
+E   ModuleNotFoundError: No module named 'x::y'
+=========================== short test summary info ============================
+ERROR tests/test_bad.py
+3 tests collected, 1 error in 0.06s
+"""
+
+
+def test_collect_only_listing_gives_ids_in_suite_order():
+    assert parse_collected(COLLECTED) == [
+        "tests/test_a.py::test_b",
+        "tests/test_a.py::test_p[a b]",
+        "tests/test_a.py::TestK::test_m",
+    ]
+    assert parse_pytest_log(COLLECTED) == {"tests/test_bad.py": Outcome.ERROR}
