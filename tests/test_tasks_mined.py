@@ -308,6 +308,13 @@ def test_a_bare_name_is_the_latest_version_resolved_once(
     assert not (out / "no-such-library-1.0").exists()
 
 
+def test_the_report_line_names_test_files_that_do_not_collect():
+    report = LibraryReport(
+        library="x 1.0", status="built", tests=3, ignored_files=2, collection_error="E: no"
+    )
+    assert "3 tests (test files that do not collect: 2, first: E: no), baseline" in report.line()
+
+
 def test_library_specs_parse():
     assert parse_source("more-itertools==11.2.1").slug == "more-itertools-11.2.1"
     assert parse_source("/x/boltons-26.2.0.tar.gz").version == "26.2.0"

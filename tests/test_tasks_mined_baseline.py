@@ -99,6 +99,9 @@ def test_a_file_that_does_not_collect_is_ignored(runner_for):
     )
     baseline = run_baseline(runner, slow_test_s=5.0, timeout_s=60)
     assert baseline.ignored_files == ["tests/test_broken.py"]
+    assert baseline.collection_error == (
+        "ModuleNotFoundError: No module named 'not_installed_anywhere'"
+    )
     assert baseline.tests == [f"{T}test_triple", f"{T}test_double", f"{T}test_a_last"]
 
 

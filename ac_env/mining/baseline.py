@@ -37,6 +37,8 @@ class Baseline(BaseModel):
     ignored_files: list[str]
     slow: list[str]
     duration_s: float
+    collection_error: str = ""
+    """The first error of the ignored files (``ImportError: ...``), or ""."""
 
 
 def _refuse_listing(listing: SuiteRun, timeout_s: float) -> None:
@@ -51,10 +53,16 @@ def _refuse_listing(listing: SuiteRun, timeout_s: float) -> None:
             f"tests need module {missing.group(1)!r}, which the sandbox's python3 cannot "
             "import (it has the standard library and pytest only)"
         )
-    error = _ERROR_LINE.search(listing.output)
+    error = first_error(listing.output)
     if error:
-        raise BaselineError(f"tests do not collect: {error.group(1).strip()}")
+        raise BaselineError(f"tests do not collect: {error}")
     raise BaselineError(f"no test collected at baseline ({_last_line(listing)})")
+
+
+def first_error(output: str) -> str:
+    """The first ``E   SomeError: ...`` line of a pytest log, without the ``E``; or ""."""
+    error = _ERROR_LINE.search(output)
+    return error.group(1).strip() if error else ""
 
 
 def _refuse_run(run: SuiteRun, timeout_s: float) -> None:
@@ -101,4 +109,5 @@ def run_baseline(
         ignored_files=ignored,
         slow=slow,
         duration_s=duration_s or first.duration_s,
+        collection_error=first_error(listing.output) if ignored else "",
     )

@@ -71,6 +71,9 @@ class LibraryReport(BaseModel):
     reason: str = ""
     tests: int = 0
     left_out_tests: int = 0
+    ignored_files: int = 0
+    """Test files that do not collect at baseline; ``collection_error`` is the first error."""
+    collection_error: str = ""
     baseline_s: float = 0.0
     candidates: int = 0
     tried: int = 0
@@ -87,10 +90,16 @@ class LibraryReport(BaseModel):
         if self.status == "skipped":
             return f"{self.library}: skipped: {self.reason}"
         kept = self.verdicts.get("kept", 0)
+        ignored = (
+            f" (test files that do not collect: {self.ignored_files}, first: "
+            f"{self.collection_error})"
+            if self.ignored_files
+            else ""
+        )
         return (
             f"{self.library}: {self.tasks} tasks from {self.tried} of {self.candidates} "
             f"mutants tried ({kept} kept, {self.duplicates} duplicates, "
-            f"{sum(self.dropped.values())} dropped), {self.tests} tests, baseline "
+            f"{sum(self.dropped.values())} dropped), {self.tests} tests{ignored}, baseline "
             f"{self.baseline_s:.1f} s, built in {self.elapsed_s:.0f} s"
         )
 
@@ -182,6 +191,8 @@ class _Mining:
             baseline = self.baseline(first)
             report.tests, report.left_out_tests = len(baseline.tests), len(baseline.deselected)
             report.baseline_s = round(baseline.duration_s, 2)
+            report.ignored_files = len(baseline.ignored_files)
+            report.collection_error = baseline.collection_error
             timeout_s = options.timeout_s or max(10.0, 4 * baseline.duration_s + 5)
             candidates = schedule(
                 public_mutations(library.repo, library.layout.source_modules), options.seed
