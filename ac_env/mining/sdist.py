@@ -91,6 +91,7 @@ def resolve_latest(spec: str, out: Path) -> str:
     record = out / VERSIONS_FILE
     versions: dict[str, str] = json.loads(record.read_text()) if record.is_file() else {}
     if key not in versions:
+        out.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f".latest-{key}-", dir=out) as scratch:
             archive = _pip_download(name, name, Path(scratch))
             version = _archive_version(archive)
