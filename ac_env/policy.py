@@ -33,7 +33,33 @@ class PolicyOutput(BaseModel):
     correction: str | None = None
 
 
+class SamplingConfig(BaseModel):
+    """How every model worker samples (``hf:`` in process, ``openai:`` served), so their results
+    compare. ``temperature == 0`` is greedy decoding; ``top_p`` applies only when sampling.
+    Nothing else shapes the distribution: served dialects switch off their servers' own
+    top-k, min-p and repetition penalties."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float = Field(default=0.7, ge=0, description="0: greedy")
+    top_p: float = Field(default=1.0, gt=0, le=1, description="nucleus mass when sampling")
+    max_new_tokens: int = Field(default=256, gt=0, description="output tokens per model call")
+
+
 class Policy(Protocol):
     """Stateless between calls: everything it knows comes from the observation."""
 
     def act(self, observation: Sequence[Mapping[str, str]]) -> PolicyOutput: ...
+
+
+def missing_token_records(output: PolicyOutput) -> list[str]:
+    """What a trainer needs of a sampled output that ``output`` lacks: its token ids and their
+    log-probs (prompt ids are the chat template's, which the segmenter renders itself)."""
+    return [
+        name
+        for name, value in (
+            ("output_token_ids", output.output_token_ids),
+            ("output_logprobs", output.output_logprobs),
+        )
+        if value is None
+    ]

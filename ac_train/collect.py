@@ -41,14 +41,15 @@ from ac_env.agents.rollout import rollout
 from ac_env.bench.config import claim_directory
 from ac_env.bench.runner import ATTEMPTS
 from ac_env.bench.validate import check_env_kwargs, check_sandbox, check_worker, checked
-from ac_env.bench.workers import policy_factory
+from ac_env.bench.workers import policy_factory, require_token_records
 from ac_env.compaction.texts import COMPACTION_REQUEST
 from ac_env.paths import safe_child
-from ac_env.policy import Policy, PolicyOutput
-from ac_env.strategies import get_strategy
+from ac_env.policy import Policy, PolicyOutput, SamplingConfig
+from ac_env.strategies import Strategy, get_strategy
 from ac_env.tasks import Task, load_tasks
 from ac_env.trajectory import Trajectory
 from ac_train.judge import CORRECTION_TYPES, Judge, JudgeView, LLMJudge, Verdict, apply_verdict
+from ac_train.models import load_tokenizer
 from ac_train.oracle_judge import OracleJudge
 
 logger = logging.getLogger(__name__)
@@ -193,12 +194,26 @@ class ReviewLog:
         return candidate if self.shadow else apply_verdict(candidate, verdict)
 
 
+def worker_policies(config: CollectConfig, strategy: Strategy) -> Callable[[int], Policy]:
+    """``seed -> Policy`` for ``config.worker``. A served worker (``openai:``) gets
+    ``config.tokenizer`` for its token records and must give the sampled ids and their
+    log-probs: one probe call checks it, and ValueError names what is missing."""
+    sampling = SamplingConfig(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
+    served = config.worker.startswith("openai:")
+    tokenizer = load_tokenizer(config.tokenizer) if served and config.tokenizer else None
+    make = policy_factory(config.worker, strategy, sampling, tokenizer)
+    if served:
+        require_token_records(make(config.seed), f"collect with worker {config.worker}")
+    return make
+
+
 def make_judge(spec: str, seed: int = 0) -> Judge | None:
     if spec == "none":
         return None
     if spec == "oracle":
         return OracleJudge()
-    backend = policy_factory(spec.removeprefix("llm:"), get_strategy("none"), temperature=0.0)
+    greedy = SamplingConfig(temperature=0.0)
+    backend = policy_factory(spec.removeprefix("llm:"), get_strategy("none"), greedy)
     return LLMJudge(backend(seed))
 
 
@@ -326,9 +341,7 @@ def collect(
         if (task.instance_id, k) not in done
     ]
     policy_for: Callable[[int], Policy] = (
-        (lambda seed: policy)
-        if policy is not None
-        else policy_factory(config.worker, strategy, config.temperature, config.max_new_tokens)
+        (lambda seed: policy) if policy is not None else worker_policies(config, strategy)
     )
     active_judge = judge if judge is not None else make_judge(config.judge, config.seed)
     env = gym.make(

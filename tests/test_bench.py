@@ -44,7 +44,9 @@ def quick_config(tiny_task_file: Path, **kwargs) -> BenchConfig:
 def instant_policy(monkeypatch):
     """Episodes of one step (submit), so runner tests do not wait for an agent."""
     monkeypatch.setattr(
-        runner_module, "policy_factory", lambda worker, strategy: lambda seed: SubmitAtOnce()
+        runner_module,
+        "policy_factory",
+        lambda *args: lambda seed: SubmitAtOnce(),
     )
 
 

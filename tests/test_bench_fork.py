@@ -57,7 +57,9 @@ def _bash(command: str) -> PolicyOutput:
 @pytest.fixture
 def forgetful(monkeypatch):
     monkeypatch.setattr(
-        fork_module, "policy_factory", lambda worker, strategy: lambda seed: ForgetfulFixer()
+        fork_module,
+        "policy_factory",
+        lambda *args: lambda seed: ForgetfulFixer(),
     )
 
 

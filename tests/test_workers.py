@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ac_env.bench.workers import WORKER_ENTRY_POINTS, check_worker, policy_factory
-from ac_env.policy import PolicyOutput
+from ac_env.policy import PolicyOutput, SamplingConfig
 from ac_env.strategies import get_strategy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,8 +25,8 @@ class Echo:
         return PolicyOutput(text=self.text)
 
 
-def make(spec, temperature, max_new_tokens):
-    return lambda seed: Echo(f"{spec} {temperature} {max_new_tokens} {seed}")
+def make(spec, sampling):
+    return lambda seed: Echo(f"{spec} {sampling.temperature} {sampling.max_new_tokens} {seed}")
 """
 
 
@@ -43,8 +43,8 @@ def fake_worker_installed(tmp_path, monkeypatch):
 
 def test_a_registered_scheme_builds_its_policy(fake_worker_installed):
     assert check_worker("echo:big") == "echo:big"
-    make = policy_factory("echo:big", get_strategy("none"), temperature=0.5)
-    assert make(3).act([]) == PolicyOutput(text="big 0.5 None 3")
+    make = policy_factory("echo:big", get_strategy("none"), SamplingConfig(temperature=0.5))
+    assert make(3).act([]) == PolicyOutput(text="big 0.5 256 3")
 
 
 def test_an_unknown_scheme_names_the_registered_ones(fake_worker_installed):

@@ -1,5 +1,22 @@
 """A policy served by any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, SGLang,
-``python -m ac_train.serve``), over the standard library's HTTP client.
+llama.cpp, ``python -m ac_train.serve``), over the standard library's HTTP client.
+
+Token records for training (``server`` picks the dialect; ``"auto"`` reads ``owned_by`` from
+``GET /models``):
+
+- ``vllm`` (and ``ac_train.serve``): ``logprobs`` and vLLM's ``return_token_ids`` give the
+  prompt ids, the sampled ids and their log-probs. vLLM reports log-probs at the sampling
+  temperature only when started with ``--logprobs-mode processed_logprobs``.
+- ``llamacpp`` (llama-cpp-python's server, ``llama-server``): log-probs come only when
+  ``top_logprobs`` is sent too, at temperature 1 (so they are recorded only for greedy or
+  temperature-1 sampling), and tokens come as text: ``tokenizer`` (the model's own, same
+  vocabulary) maps each token text to its id, exactly where a text belongs to one token.
+  The end-of-turn token the server stopped on is not reported: the ids end before it.
+- ``sglang``: like ``llamacpp`` (token text and log-probs).
+- ``openai``: log-probs only; no ids.
+
+A call whose records could not be made exact records none of them (``missing_token_records``
+names what is absent); nothing is ever guessed from re-tokenised text.
 
 The API key is read from an environment variable at every call and only ever placed in the
 request header: it is never stored, and error messages have it redacted even when a server
@@ -16,18 +33,27 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
 from ac_env.agents.errors import ModelServerError, PolicyError
-from ac_env.policy import PolicyOutput
+from ac_env.policy import PolicyOutput, SamplingConfig
 
 RETRIED_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 REQUEST_FAULT_STATUSES = frozenset({400, 413, 422})
 """Statuses that blame the request (its prompt), not the server: the policy's outcome."""
 MAX_BODY_CHARS_IN_ERRORS = 2000
 MAX_RETRY_AFTER_S = 60.0
+ServerDialect = Literal["openai", "vllm", "sglang", "llamacpp"]
+SERVER_OWNERS: dict[str, ServerDialect] = {
+    "vllm": "vllm",
+    "autocompact": "vllm",  # ac_train.serve speaks vLLM's return_token_ids
+    "sglang": "sglang",
+    "llamacpp": "llamacpp",  # llama-server
+    "me": "llamacpp",  # llama-cpp-python's server
+}
+"""``owned_by`` of a ``GET /models`` entry -> the dialect of the server that lists it."""
 
 
 class ChatUsage(BaseModel):
@@ -39,6 +65,7 @@ class ChatUsage(BaseModel):
 
 
 class _TokenLogprob(BaseModel):
+    token: str | None = None
     logprob: float
 
 
@@ -96,6 +123,9 @@ class OpenAIChatPolicy:
         logprobs: bool = False,
         backoff_s: float = 1.0,
         return_token_ids: bool = False,
+        server: ServerDialect | Literal["auto"] | None = None,
+        tokenizer: Any = None,
+        top_p: float = 1.0,
     ):
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
@@ -113,7 +143,39 @@ class OpenAIChatPolicy:
         self.logprobs = logprobs
         self.backoff_s = backoff_s
         self.return_token_ids = return_token_ids
+        self.server = server
+        self.top_p = top_p
+        self._vocabulary = TokenVocabulary(tokenizer) if tokenizer is not None else None
         self.last_usage: ChatUsage | None = None
+
+    @classmethod
+    def served(
+        cls,
+        base_url: str,
+        model: str,
+        sampling: SamplingConfig,
+        server: ServerDialect | Literal["auto"] = "auto",
+        tokenizer: Any = None,
+        **settings: Any,
+    ) -> OpenAIChatPolicy:
+        """A policy that samples by ``sampling`` and records what ``server`` can give."""
+        return cls(
+            base_url,
+            model,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            max_tokens=sampling.max_new_tokens,
+            server=server,
+            tokenizer=tokenizer,
+            **settings,
+        )
+
+    @property
+    def dialect(self) -> ServerDialect | None:
+        """The server family (detected on first use when ``server="auto"``)."""
+        if self.server == "auto":
+            self.server = detect_server(self.url.removesuffix("/chat/completions"), self)
+        return self.server
 
     def __repr__(self) -> str:
         return (
@@ -128,12 +190,28 @@ class OpenAIChatPolicy:
         choice = completion.choices[0]
         if choice.message.content is None:
             raise PolicyError(f"POST {self.url}: the response's message has no text content")
+        text = choice.message.content
         logprobs = choice.logprobs.content if choice.logprobs else None
+        if self.dialect in ("llamacpp", "sglang"):
+            return self._from_token_texts(text, logprobs)
         return PolicyOutput(
-            text=choice.message.content,
+            text=text,
             prompt_token_ids=completion.prompt_token_ids,
             output_token_ids=choice.token_ids,
             output_logprobs=[t.logprob for t in logprobs] if logprobs is not None else None,
+        )
+
+    def _from_token_texts(self, text: str, logprobs: list[_TokenLogprob] | None) -> PolicyOutput:
+        """Ids from the token texts (through the vocabulary), kept only when they decode to
+        ``text``; log-probs only where the server's (temperature 1) are the sampler's."""
+        if logprobs is None or self._vocabulary is None:
+            return PolicyOutput(text=text)
+        ids = self._vocabulary.ids([t.token for t in logprobs], text)
+        at_temperature = self.temperature in (0.0, 1.0)
+        return PolicyOutput(
+            text=text,
+            output_token_ids=ids,
+            output_logprobs=[t.logprob for t in logprobs] if ids and at_temperature else None,
         )
 
     def _request_body(self, observation: Sequence[Mapping[str, str]]) -> bytes:
@@ -143,10 +221,13 @@ class OpenAIChatPolicy:
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
         }
+        if self.top_p != 1.0:
+            payload["top_p"] = self.top_p
         if self.logprobs:
             payload["logprobs"] = True
         if self.return_token_ids:
             payload["return_token_ids"] = True
+        payload.update(DIALECT_FIELDS[self.dialect] if self.dialect else {})
         return json.dumps(payload).encode("utf-8")
 
     def _post_with_retries(self, body: bytes) -> str:
@@ -202,6 +283,73 @@ class OpenAIChatPolicy:
                 f"first: {error.errors()[0]['loc']} {error.errors()[0]['msg']}): "
                 f"{body[:MAX_BODY_CHARS_IN_ERRORS]}"
             ) from None
+
+
+DIALECT_FIELDS: dict[ServerDialect, dict[str, Any]] = {
+    "openai": {"logprobs": True},
+    "vllm": {"logprobs": True, "return_token_ids": True},
+    "sglang": {"logprobs": True, "top_logprobs": 1},
+    # llama.cpp's defaults (top-k 40, min-p 0.05, repeat penalty 1.1) would change sampling.
+    "llamacpp": {
+        "logprobs": True,
+        "top_logprobs": 1,
+        "top_k": 0,
+        "min_p": 0.0,
+        "repeat_penalty": 1.0,
+    },
+}
+"""The request fields that ask each server family for its token records."""
+
+
+class TokenVocabulary:
+    """Token text -> id for a tokenizer's vocabulary, where the text is one token's alone.
+
+    A text that several tokens decode to (a piece of a multi-byte character, a special
+    token) has no id here, so a reply holding one gets no ids: they are exact or absent.
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        special = set(getattr(tokenizer, "all_special_ids", []))
+        texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
+        seen: dict[str, int] = {}
+        ambiguous: set[str] = set()
+        for token_id, piece in enumerate(texts):
+            if token_id in special or not piece or "\ufffd" in piece:
+                continue
+            if piece in seen:
+                ambiguous.add(piece)
+            seen[piece] = token_id
+        self._ids = {piece: i for piece, i in seen.items() if piece not in ambiguous}
+
+    def ids(self, pieces: Sequence[str | None], text: str) -> list[int] | None:
+        """The ids of ``pieces`` when each is one token's text and together they decode to
+        ``text``; else None."""
+        found = [self._ids.get(piece) if piece is not None else None for piece in pieces]
+        if any(i is None for i in found):
+            return None
+        ids = [int(i) for i in found if i is not None]
+        decoded = self.tokenizer.decode(ids, skip_special_tokens=True)
+        return ids if decoded == text else None
+
+
+def detect_server(
+    base_url: str, policy: OpenAIChatPolicy, timeout_s: float = 10.0
+) -> ServerDialect:
+    """The dialect of the server at ``base_url`` from its ``GET /models`` listing's
+    ``owned_by`` (``SERVER_OWNERS``); ``openai`` when it names no known family."""
+    url = base_url.rstrip("/") + "/models"
+    key = os.environ.get(policy.api_key_env) if policy.api_key_env else None
+    headers = {"Accept": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})}
+    request = urllib.request.Request(url, headers=headers, method="GET")
+    try:
+        with _OPENER.open(request, timeout=timeout_s) as response:
+            listing = json.loads(response.read())
+        owners = {str(entry.get("owned_by")) for entry in listing["data"]}
+    except (OSError, http.client.HTTPException, ValueError, KeyError, TypeError, AttributeError):
+        return "openai"
+    known = [SERVER_OWNERS[o] for o in sorted(owners) if o in SERVER_OWNERS]
+    return known[0] if known else "openai"
 
 
 def probe_server(

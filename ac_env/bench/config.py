@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ac_env.bench.workers import check_worker
+from ac_env.policy import SamplingConfig
 from ac_env.strategies import DEFAULT_THRESHOLD, STRATEGIES, get_strategy
 
 DEFAULT_BUDGETS = (0.10, 0.20, 0.40, 0.80, 1.20, 4.00)
@@ -63,6 +64,9 @@ class BenchConfig(BaseModel):
     max_steps: int = Field(default=50, gt=0, description="model turns per episode")
     sandbox: str = Field(default="local", description="local | unisolated | docker")
     workers: int = Field(default=2, gt=0, description="episodes run in parallel")
+    temperature: float = Field(default=0.7, ge=0, description="model workers' sampling; 0: greedy")
+    top_p: float = Field(default=1.0, gt=0, le=1, description="nucleus mass when sampling")
+    max_new_tokens: int = Field(default=256, gt=0, description="output tokens per model call")
 
     @model_validator(mode="before")
     @classmethod
@@ -92,6 +96,13 @@ class BenchConfig(BaseModel):
     @classmethod
     def _known_worker(cls, worker: str) -> str:
         return check_worker(worker)
+
+    @property
+    def sampling(self) -> SamplingConfig:
+        """The one sampling configuration every model worker of the run uses."""
+        return SamplingConfig(
+            temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens
+        )
 
     @property
     def run_budget(self) -> float:

@@ -263,8 +263,8 @@ def fork_episode(
     infrastructure error of the original run (then the last attempt's record stands)."""
     strategy = get_strategy(job.strategy)
     makers = (
-        policy_factory(config.worker, strategy),
-        policy_factory(config.worker, _skipping(strategy)),
+        policy_factory(config.worker, strategy, config.sampling),
+        policy_factory(config.worker, _skipping(strategy), config.sampling),
     )
     error, last = None, None
     for attempt in range(1, ATTEMPTS + 1):

@@ -37,6 +37,7 @@ from ac_env.bench.paired import (
 )
 from ac_env.bench.runner import EpisodeRecord
 from ac_env.paths import safe_child
+from ac_env.policy import SamplingConfig
 from ac_env.trajectory import Trajectory
 
 if TYPE_CHECKING:
@@ -188,6 +189,11 @@ def _after_root_cause_share(m: EpisodeMetrics) -> float:
     return sum(c.phase == "after_root_cause" for c in summaries) / len(summaries)
 
 
+def sampling_line(sampling: SamplingConfig) -> str:
+    """E.g. ``temperature 0.7, top_p 1, max_new_tokens 256``."""
+    return ", ".join(f"{name} {value:g}" for name, value in sampling.model_dump().items())
+
+
 def write_report(
     config: BenchConfig, records: Sequence[EpisodeRecord], out_dir: str | Path
 ) -> Report:
@@ -207,6 +213,7 @@ def write_report(
             f"context window {config.context_window}, "
             f"fixed threshold {config.fixed_threshold}, "
             f"fallback threshold {config.fallback_threshold}",
+            f"Sampling (every model worker): {sampling_line(config.sampling)}",
             "## Success rate [95% CI] and mean cost per episode, by budget (USD)",
             budget_table(config, records),
             *paired_section(comparisons),

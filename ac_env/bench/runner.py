@@ -149,7 +149,7 @@ def run_episode(config: BenchConfig, job: Job, out: Path) -> EpisodeRecord:
     """One episode, retried once after an infrastructure failure (the last recorded attempt,
     with its trajectory, stands). A policy that cannot be made (a bad worker) raises: that is
     the run's configuration, not the infrastructure."""
-    make_policy = policy_factory(config.worker, get_strategy(job.strategy))
+    make_policy = policy_factory(config.worker, get_strategy(job.strategy), config.sampling)
     error, last = None, None
     for attempt in range(1, ATTEMPTS + 1):
         policy = make_policy(job.seed)
