@@ -1,0 +1,98 @@
+"""In-process ``transformers`` sampling vs llama.cpp serving the same SmolLM2, same settings.
+
+    .venv/bin/python benchmarks/served_sampling.py [--episodes 3] [--max-steps 6]
+
+Needs ``bash scripts/llamacpp.sh install``. For each backend, under one ``SamplingConfig``:
+output tokens/s over single calls on one chat prompt, and episodes/min over whole episodes of
+the built-in easy split (local sandbox), with the share of model calls that carried token ids
+and log-probs. The served backend records ids and log-probs like the in-process one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import gymnasium as gym
+import torch
+
+from ac_env.agents.http import OpenAIChatPolicy
+from ac_env.agents.rollout import rollout
+from ac_env.policy import Policy, SamplingConfig
+from ac_train.llamacpp import llamacpp_server
+from ac_train.models import TransformersPolicy, load_model, smollm2_gguf_path
+
+CHAT = [
+    {"role": "system", "content": "You are a coding agent. Answer with one bash block."},
+    {"role": "user", "content": "Write a shell loop that prints the numbers 1 to 40."},
+]
+
+
+def tokens_per_s(policy: Policy, calls: int) -> float:
+    policy.act(CHAT)  # warm-up
+    produced, started = 0, time.perf_counter()
+    for _ in range(calls):
+        produced += len(policy.act(CHAT).output_token_ids or [])
+    return produced / (time.perf_counter() - started)
+
+
+def episodes_per_min(
+    make: Callable[[int], Policy], episodes: int, max_steps: int
+) -> tuple[float, float]:
+    """Episodes/min and the share of model calls with ids and log-probs recorded."""
+    env = gym.make("AutoCompact-SWE-v0", split="easy", sandbox="local", max_steps=max_steps)
+    calls = recorded = 0
+    started = time.perf_counter()
+    try:
+        for seed in range(episodes):
+            trajectory = rollout(env, make(seed), seed=seed)
+            for call in trajectory.model_calls():
+                calls += 1
+                recorded += call.output_token_ids is not None and call.output_logprobs is not None
+    finally:
+        env.close()
+    return episodes / ((time.perf_counter() - started) / 60), recorded / max(calls, 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=5)
+    parser.add_argument("--episodes", type=int, default=3)
+    parser.add_argument("--max-steps", type=int, default=6)
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    args = parser.parse_args()
+    sampling = SamplingConfig(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
+    print(f"sampling: {sampling.model_dump()}; torch threads {torch.get_num_threads()}")
+    model, tokenizer = load_model("smollm2")
+
+    def local(seed: int) -> Policy:
+        return TransformersPolicy(
+            model,
+            tokenizer,
+            max_new_tokens=sampling.max_new_tokens,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            seed=seed,
+        )
+
+    rows = [("hf:smollm2 (in process)", local)]
+    with llamacpp_server([(smollm2_gguf_path(), "smollm2")]) as url:
+
+        def served(seed: int) -> Policy:
+            return OpenAIChatPolicy.served(
+                url, "smollm2", sampling, tokenizer=tokenizer, api_key_env=None
+            )
+
+        rows.append(("llama.cpp server (Q4_1)", served))
+        print("| backend | output tokens/s | episodes/min | calls with ids + log-probs |")
+        print("|---|---|---|---|")
+        for name, make in rows:
+            speed = tokens_per_s(make(0), args.calls)
+            rate, share = episodes_per_min(make, args.episodes, args.max_steps)
+            print(f"| {name} | {speed:.1f} | {rate:.2f} | {share:.0%} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
