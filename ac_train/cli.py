@@ -221,6 +221,8 @@ GRPO_FIELDS = (
     "max_new_tokens",
     "temperature",
     "rollout_workers",
+    "sampler",
+    "sampler_weights",
     "learning_rate",
     "clip_low",
     "clip_high",

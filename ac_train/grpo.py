@@ -62,6 +62,7 @@ from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokeni
 
 import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
 from ac_env.agents.rollout import RolloutJob, rollout_many
+from ac_env.policy import Policy, SamplingConfig
 from ac_env.strategies import get_strategy
 from ac_env.tokens import HFTokenCounter
 from ac_env.trajectory import Trajectory
@@ -75,8 +76,9 @@ from ac_train.grpo_loss import (
     group_advantages,
     step_batch,
 )
-from ac_train.models import TransformersPolicy, load_model
+from ac_train.models import TransformersPolicy, load_model, smollm2_gguf_path
 from ac_train.segments import PrefixMismatch, Segment, segment_trajectory
+from ac_train.served_sampler import ServedSampler, parse_sampler
 from ac_train.start_states import (
     StartState,
     demonstration_starts,
@@ -132,6 +134,14 @@ class GRPOConfig(BaseModel):
     max_new_tokens: int = Field(default=1024, ge=1, description="per model call")
     temperature: float = Field(default=1.0, gt=0, description="sampling and learner temperature")
     rollout_workers: int = Field(default=1, ge=1, description="episodes run at once")
+    sampler: str | None = Field(
+        default=None,
+        description="openai:<model>@<url>: rollouts from a llama.cpp server started on "
+        "sampler_weights (ac_train.served_sampler); None: in-process generation",
+    )
+    sampler_weights: Path | None = Field(
+        default=None, description="the served sampler's weight-slot directory"
+    )
     learning_rate: float = Field(default=1e-6, gt=0)
     weight_decay: float = Field(default=0.0, ge=0)
     max_grad_norm: float | None = Field(default=1.0, gt=0, description="None: no clipping")
@@ -169,6 +179,14 @@ class GRPOConfig(BaseModel):
         default_factory=list,
         description="also log each step's metrics there (TensorBoard: OUTPUT_DIR/tensorboard)",
     )
+
+    @model_validator(mode="after")
+    def _sampler_has_weights(self) -> GRPOConfig:
+        if (self.sampler is None) != (self.sampler_weights is None):
+            raise ValueError("sampler and sampler_weights go together (or neither)")
+        if self.sampler is not None:
+            parse_sampler(self.sampler)
+        return self
 
     @model_validator(mode="after")
     def _limits_not_in_env(self) -> GRPOConfig:
@@ -397,6 +415,17 @@ class GRPOTrainer:
                 f"{offered}"
             )
         self.start_step = 0
+        self.sampling = SamplingConfig(
+            temperature=config.temperature, max_new_tokens=config.max_new_tokens
+        )
+        self.served_sampler: ServedSampler | None = None
+        if config.sampler is not None and config.sampler_weights is not None:
+            if processes > 1 or type(self).rollouts is not GRPOTrainer.rollouts:
+                raise ValueError("a served sampler runs with the synchronous trainer, one process")
+            self.served_sampler = ServedSampler(
+                config.sampler, config.sampler_weights, smollm2_gguf_path(), tokenizer
+            )
+            self.served_sampler.check(self.sampling)
 
     def train(self) -> list[StepMetrics]:
         config = self.config
@@ -542,8 +571,13 @@ class GRPOTrainer:
         self.model.eval()  # no dropout: the learner recomputes the sampler's log-probs
         workers, rank = self.config.rollout_workers, self.accelerator.process_index
         made = iter(range(rank * workers, (rank + 1) * workers))  # a seed per process and worker
+        sampler = self.served_sampler
+        if sampler is not None and sampler.version != step:
+            sampler.push(self.model, step)
 
-        def policy() -> TransformersPolicy:
+        def policy() -> Policy:
+            if sampler is not None:
+                return sampler.policy(self.sampling)
             return TransformersPolicy(
                 self.model,
                 self.tokenizer,
