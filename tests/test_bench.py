@@ -149,6 +149,8 @@ def test_an_infra_failure_is_retried_once_and_never_a_policy_failure(
     assert set(calls.values()) == {2}
     report = write_report(quick_config(tiny_task_file), records, tmp_path)
     assert "| none | 4 | 2 |" in report.text  # 4 episodes, 2 infra errors, left out of rates
+    sampling = "Sampling (every model worker): temperature 0.7, top_p 1, max_new_tokens 256"
+    assert sampling in report.text
 
 
 @pytest.mark.slow
