@@ -9,6 +9,11 @@ mines bug-fix tasks from real libraries (see ``ac_env.mining.build``) and writes
 
 turns such a build into the real-code suite's data (``ac_env.mining.pack``), which
 ``task_source="real"`` reads.
+
+    ac-env tasks long DIR [--per-library 16] [--bugs 2-4] [--seed 0]
+
+composes long-horizon tasks (split ``long``) of several bugs each from a build's tasks (see
+``ac_env.mining.long``) and writes ``DIR/long.jsonl``.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pathlib import Path
 
 from ac_env.config_flags import add_config_flags, config_kwargs
 from ac_env.mining.build import BuildOptions, build
+from ac_env.mining.long import LongOptions, compose, parse_bug_range
 from ac_env.mining.pack import pack_suite
 from ac_env.tasks.git_repo import cache_root
 from ac_env.tasks.real.suite import DATA_DIR
@@ -67,7 +73,29 @@ def _parser() -> argparse.ArgumentParser:
     pack.add_argument(
         "--eval-every", type=int, default=5, help="one task in N of the others is eval"
     )
+    long = tasks.add_parser(
+        "long", help="compose long-horizon tasks of several bugs from a build's tasks"
+    )
+    long.add_argument("build_dir", type=Path, help="a build directory of `ac-env tasks build`")
+    long.add_argument("--libraries", nargs="+", help="library folders (name-version); default all")
+    long.add_argument("--per-library", type=int, default=16, help="long tasks per library")
+    long.add_argument("--bugs", default="2-4", help="bugs per task: N or N-M (default 2-4)")
+    long.add_argument("--seed", type=int, default=0, help="which groups of bugs are drawn")
+    long.add_argument("--unisolated", action="store_true", help="run suites without bubblewrap")
     return parser
+
+
+def _long(args: argparse.Namespace) -> int:
+    low, high = parse_bug_range(args.bugs)
+    options = LongOptions(
+        build_dir=args.build_dir,
+        per_library=args.per_library,
+        min_bugs=low,
+        max_bugs=high,
+        seed=args.seed,
+        isolation="none" if args.unisolated else "bwrap",
+    )
+    return 0 if compose(options, args.libraries) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         manifest = pack_suite(args.build_dir, args.into, args.held_out, args.eval_every)
         print(f"suite {manifest.suite_version}: {len(manifest.libraries)} libraries in {args.into}")
         return 0
+    if args.command == "long":
+        return _long(args)
     options = BuildOptions(
         isolation="none" if args.unisolated else "bwrap",
         progress=not args.no_progress,

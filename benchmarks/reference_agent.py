@@ -6,7 +6,7 @@ compaction threshold on. Prints one table row per (split, setting); no assertion
 
     .venv/bin/python benchmarks/reference_agent.py [--split easy medium] [--limit 10]
         [--subset train] [--workers 2] [--threshold 16384] [--max-steps 50]
-        [--compact-when never|after_locate]
+        [--compact-when never|after_locate|after_fix]
 """
 
 from __future__ import annotations
@@ -87,7 +87,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threshold", type=int, default=16_384, help="forced compaction on")
     parser.add_argument("--max-steps", type=int, default=50)
-    parser.add_argument("--compact-when", choices=("never", "after_locate"), default="never")
+    parser.add_argument(
+        "--compact-when", choices=("never", "after_locate", "after_fix"), default="never"
+    )
     parser.add_argument(
         "--only", choices=("full", "forced"), default=None, help="run one setting only"
     )

@@ -8,7 +8,14 @@ import subprocess
 from pathlib import Path
 
 from sandbox_task import diff_after, git
-from test_reference_agent import command_of, make_env, observation, run_episode, step_kind
+from test_reference_agent import (
+    command_of,
+    commands_after_compactions,
+    make_env,
+    observation,
+    run_episode,
+    step_kind,
+)
 
 from ac_env.agents.edit_script import edit_command, parse_edit, undo_command
 from ac_env.agents.localize import Suspect
@@ -46,6 +53,72 @@ def test_add():
 
 def test_mul():
     assert mul(2, 3) == 6
+
+
+def test_neg():
+    assert neg(2) == -2
+"""
+FOUR_BUGS = '''"""Arithmetic helpers."""
+
+
+def add(a, b):
+    return a - b
+
+
+def mul(a, b):
+    return a / b
+
+
+def sub(a, b):
+    return a + b
+
+
+def div(a, b):
+    return a * b
+
+
+def neg(a):
+    return -a
+'''
+FOUR_FIXED = '''"""Arithmetic helpers."""
+
+
+def add(a, b):
+    return a + b
+
+
+def mul(a, b):
+    return a * b
+
+
+def sub(a, b):
+    return a - b
+
+
+def div(a, b):
+    return a / b
+
+
+def neg(a):
+    return -a
+'''
+FOUR_BUG_TESTS = """from calc.ops import add, div, mul, neg, sub
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_mul():
+    assert mul(2, 3) == 6
+
+
+def test_sub():
+    assert sub(5, 3) == 2
+
+
+def test_div():
+    assert div(6, 3) == 2
 
 
 def test_neg():
@@ -127,16 +200,7 @@ def kinds_of(trajectory) -> list[str]:
 
 
 def test_two_bugs_keeps_the_partial_fix_then_fixes_the_rest(tmp_path):
-    fixed = TWO_BUGS.replace("a - b", "a + b").replace("a / b", "a * b")
-    task = make_repo_task(
-        tmp_path,
-        "two-bugs",
-        {OPS: fixed, "tests/test_ops.py": TWO_BUG_TESTS},
-        {OPS: TWO_BUGS},
-        ["tests/test_ops.py::test_add", "tests/test_ops.py::test_mul"],
-        ["tests/test_ops.py::test_neg"],
-    )
-    env = make_env(task_file(tmp_path, task))
+    env = make_env(task_file(tmp_path, _two_bug_task(tmp_path)))
     reward, info, trajectory = run_episode(env, ReferenceAgent(), seed=0)
     env.close()
     assert reward == 1.0 and info["exit_reason"] == "submitted"
@@ -146,6 +210,49 @@ def test_two_bugs_keeps_the_partial_fix_then_fixes_the_rest(tmp_path):
     assert "1 of 2 failing tests pass" in trajectory.model_calls()[5].output
     assert "+    return a + b" in trajectory.end.patch
     assert "+    return a * b" in trajectory.end.patch
+
+
+def _two_bug_task(tmp_path: Path) -> Task:
+    fixed = TWO_BUGS.replace("a - b", "a + b").replace("a / b", "a * b")
+    return make_repo_task(
+        tmp_path,
+        "two-bugs",
+        {OPS: fixed, "tests/test_ops.py": TWO_BUG_TESTS},
+        {OPS: TWO_BUGS},
+        ["tests/test_ops.py::test_add", "tests/test_ops.py::test_mul"],
+        ["tests/test_ops.py::test_neg"],
+    )
+
+
+def test_four_bugs_are_fixed_one_after_another(tmp_path):
+    task = make_repo_task(
+        tmp_path,
+        "four-bugs",
+        {OPS: FOUR_FIXED, "tests/test_ops.py": FOUR_BUG_TESTS},
+        {OPS: FOUR_BUGS},
+        [f"tests/test_ops.py::test_{name}" for name in ("add", "mul", "sub", "div")],
+        ["tests/test_ops.py::test_neg"],
+    )
+    env = make_env(task_file(tmp_path, task), forced_compaction_threshold=None, max_steps=100)
+    reward, info, trajectory = run_episode(env, ReferenceAgent(), seed=0)
+    env.close()
+    assert reward == 1.0 and info["exit_reason"] == "submitted"
+    # three partial fixes kept on top of each other, then the fourth verified
+    assert kinds_of(trajectory).count("verify") == 4
+    assert kinds_of(trajectory).count("locate") == 4
+
+
+def test_compacts_after_each_kept_fix_and_carries_it_forward(tmp_path):
+    env = make_env(task_file(tmp_path, _two_bug_task(tmp_path)), forced_compaction_threshold=None)
+    agent = ReferenceAgent(compact_when="after_fix")
+    reward, info, trajectory = run_episode(env, agent, seed=0)
+    env.close()
+    assert reward == 1.0 and info["exit_reason"] == "submitted"
+    (event,) = trajectory.compactions()
+    assert (event.trigger, event.summarizer) == ("proactive", "policy")
+    carried = read_summary(event.summary)
+    assert [k.still_failing for k in carried.kept] == [["tests/test_ops.py::test_mul"]]
+    assert commands_after_compactions(trajectory) == ["locate"]  # the next bug, afresh
 
 
 def test_deleted_guard_comes_back_from_the_deprecated_copy(tmp_path):

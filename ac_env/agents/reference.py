@@ -23,7 +23,9 @@ after a compaction), then takes the next step of a plain repair loop:
 
 Every command starts with a comment naming its step (``# try: pkg/mod.py:12 `<` -> `<=```),
 which is how the agent recognizes its own steps in the history. ``compact_when="after_locate"``
-makes it compact on its own once the bug is located (a phase-aware trigger), in the form of the
+makes it compact on its own once the bug is located, ``"after_fix"`` once the whole suite has
+confirmed a partial fix (a bug among several fixed: the summary carries the kept fixes, and
+what the next bug needs is found afresh); both are phase-aware triggers, in the form of the
 env's ``compaction_protocol``: the summary itself (``inline``), or a bare ``compact`` call and
 then the summary the env asks for (``tool_call``). It always answers the environment's
 requests for a summary with a valid one.
@@ -50,9 +52,9 @@ from ac_env.compaction.texts import COMPACTION_REQUEST, WORKING_STATE_REQUEST
 from ac_env.policy import PolicyOutput
 from ac_env.test_log import TestRunSummary, summarize_pytest_output
 
-CompactWhen = Literal["never", "after_locate"]
+CompactWhen = Literal["never", "after_locate", "after_fix"]
 
-MAX_KEPT_FIXES = 2  # partial fixes kept on top of each other (a bug each)
+MAX_KEPT_FIXES = 3  # partial fixes kept on top of each other (a bug each): four bugs in all
 SUITE_TIMEOUT_S = 55  # under the env's default 60 s command limit
 TRY_TIMEOUT_S = 20  # the failing tests alone; a candidate that makes them hang is wrong
 _STEP = re.compile(r"^# (?P<kind>[a-z]+):? ?(?P<detail>.*)$")
@@ -283,8 +285,10 @@ class ReferenceAgent:
         compact_when: CompactWhen = "never",
         compaction_protocol: CompactionProtocol = "inline",
     ) -> None:
-        if compact_when not in ("never", "after_locate"):
-            raise ValueError(f"compact_when: {compact_when!r} is not 'never' or 'after_locate'")
+        if compact_when not in ("never", "after_locate", "after_fix"):
+            raise ValueError(
+                f"compact_when: {compact_when!r} is not 'never', 'after_locate' or 'after_fix'"
+            )
         if compaction_protocol not in ("inline", "tool_call"):
             raise ValueError(
                 f"compaction_protocol: {compaction_protocol!r} is not 'inline' or 'tool_call'"
@@ -309,11 +313,17 @@ class ReferenceAgent:
 
     def _compacts_now(self, history: History, state: WorkingState) -> bool:
         """The phase-aware trigger: right after locating (again, for the rest of a bug among
-        several), unless the summary already holds this location."""
-        if self.compact_when != "after_locate" or not history.turns or not state.suspects:
+        several), unless the summary already holds this location; or right after the whole
+        suite kept a partial fix that the summary does not hold yet."""
+        if not history.turns:
             return False
-        summarized = read_summary(history.summary).suspects if history.summary else None
-        return history.turns[-1].kind == "locate" and summarized != state.suspects
+        summarized = read_summary(history.summary) if history.summary else WorkingState()
+        if self.compact_when == "after_fix":
+            kept_now = history.turns[-1].kind == "verify" and state.kept
+            return bool(kept_now) and len(state.kept) > len(summarized.kept)
+        if self.compact_when != "after_locate" or not state.suspects:
+            return False
+        return history.turns[-1].kind == "locate" and summarized.suspects != state.suspects
 
     def _decide(self, state: WorkingState, reproduction: Reproduction | None) -> Decision:
         """What to do next, by phase: find what fails, verify a fix, try the next candidate,

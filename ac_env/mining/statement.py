@@ -121,6 +121,13 @@ def _script_text(repo: Path, test_id: str, failure: Failure) -> str | None:
     )
 
 
+def symptom_bodies(repo: Path, test_id: str, failure: Failure) -> list[str]:
+    """What a report can say about one failing test, best first: the test as a standalone
+    script (where the test allows it), then the failing check and pytest's report."""
+    bodies = [_script_text(repo, test_id, failure), _failure_text(test_id, failure)]
+    return [body for body in bodies if body is not None]
+
+
 def write_statement(
     package: str,
     version: str,
@@ -134,10 +141,7 @@ def write_statement(
     rng = random.Random(seed)
     for test in fail_to_pass:
         failure = by_class_name(failures.get(test, Failure()))
-        bodies = [_script_text(repo, test, failure), _failure_text(test, failure)]
-        for body in bodies:
-            if body is None:
-                continue
+        for body in symptom_bodies(repo, test, failure):
             others = [display_name(t) for t in fail_to_pass if t != test]
             statement = _render(package, version, test, failure, body, others, rng)
             if not secret.leaks(statement):
