@@ -1,0 +1,192 @@
+"""Long-horizon tasks (``ac-env tasks long``): groups of independent mined bugs become one task
+whose snapshot is the base repo with every gold patch reversed, whose tests are the union of
+the bugs' failing tests, and whose statement names no bug's place."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from mined_sdist import library_files, make_sdist
+
+from ac_env.grading import grade
+from ac_env.mining.baseline import Baseline
+from ac_env.mining.build import BuildOptions, build
+from ac_env.mining.long import (
+    LongOptions,
+    _check_combined,
+    compose,
+    draw_groups,
+    parse_bug_range,
+)
+from ac_env.mining.runner import SuiteRun
+from ac_env.mining.statement import Secret
+from ac_env.sandbox.local import LocalSandbox
+from ac_env.tasks import load_tasks
+from ac_env.tasks.model import GroundTruth, Task
+from ac_env.tasks.swebench_file import read_task_file
+
+ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
+TEXT = '''"""Small text helpers."""
+
+
+def shout(text):
+    """Upper-case ``text`` and add an exclamation mark."""
+    return text.upper() + "!"
+
+
+def initials(name):
+    """``"Ada Lovelace"`` -> ``"A.L."``."""
+    return "".join(part[0] + "." for part in name.split())
+'''
+TEXT_TESTS = """from minilib.text import initials, shout
+
+
+def test_shout():
+    assert shout("hi") == "HI!"
+
+
+def test_initials():
+    assert initials("Ada Lovelace") == "A.L."
+"""
+
+
+def single(name: str, path: str, failing: list[str]) -> Task:
+    return Task(
+        instance_id=name,
+        repo="pypi/lib",
+        problem_statement="",
+        patch="",
+        FAIL_TO_PASS=failing,
+        PASS_TO_PASS=[],
+        ground_truth=GroundTruth(files=[path], functions=[f"{path}:f"]),
+    )
+
+
+# ---- drawing groups ------------------------------------------------------------------------
+
+
+def test_groups_take_bugs_in_different_files_with_disjoint_failing_tests():
+    tasks = [
+        single("a1", "a.py", ["t::1"]),
+        single("a2", "a.py", ["t::2"]),
+        single("b1", "b.py", ["t::1"]),  # shares a failing test with a1
+        single("b2", "b.py", ["t::3"]),
+        single("c1", "c.py", ["t::4"]),
+        single("d1", "d.py", ["t::5", "t::6"]),
+    ]
+    options = LongOptions(build_dir=Path("."), per_library=4, min_bugs=2, max_bugs=3)
+    groups = list(draw_groups(tasks, options, "lib"))
+    assert groups
+    keys = set()
+    for group in groups:
+        files = [t.ground_truth.files[0] for t in group if t.ground_truth]
+        failing = [test for t in group for test in t.FAIL_TO_PASS]
+        assert 2 <= len(group) <= 3
+        assert len(set(files)) == len(files) and len(set(failing)) == len(failing)
+        keys.add(frozenset(t.instance_id for t in group))
+    assert len(keys) == len(groups)  # each group is new
+    again = list(draw_groups(tasks, options, "lib"))
+    assert [[t.instance_id for t in g] for g in again] == [
+        [t.instance_id for t in g] for g in groups
+    ]
+    reseeded = list(draw_groups(tasks, options.model_copy(update={"seed": 1}), "lib"))
+    assert [[t.instance_id for t in g] for g in reseeded] != [
+        [t.instance_id for t in g] for g in groups
+    ]
+
+
+def test_no_group_when_every_bug_is_in_one_file():
+    tasks = [single(f"a{n}", "a.py", [f"t::{n}"]) for n in range(4)]
+    assert list(draw_groups(tasks, LongOptions(build_dir=Path(".")), "lib")) == []
+
+
+def test_bug_ranges_parse():
+    assert parse_bug_range("2-4") == (2, 4)
+    assert parse_bug_range("3") == (3, 3)
+    with pytest.raises(ValueError, match="--bugs"):
+        parse_bug_range("two")
+    with pytest.raises(ValueError, match="not a range"):
+        LongOptions(build_dir=Path("."), min_bugs=4, max_bugs=2)
+
+
+def test_interacting_bugs_are_refused():
+    baseline = Baseline(
+        tests=["t::a", "t::b", "t::c"], deselected=[], ignored_files=[], slow=[], duration_s=1.0
+    )
+
+    def run(outcomes: dict[str, str]) -> SuiteRun:
+        return SuiteRun(outcomes=outcomes, exit_code=1, timed_out=False, duration_s=1, output="")
+
+    exact = run({"t::a": "FAILED", "t::b": "FAILED", "t::c": "PASSED"})
+    assert _check_combined(exact, baseline, {"t::a", "t::b"}) is None
+    masked = run({"t::a": "FAILED", "t::b": "PASSED", "t::c": "PASSED"})
+    assert "interact" in (_check_combined(masked, baseline, {"t::a", "t::b"}) or "")
+    spread = run({"t::a": "FAILED", "t::b": "FAILED", "t::c": "FAILED"})
+    assert "interact" in (_check_combined(spread, baseline, {"t::a", "t::b"}) or "")
+
+
+# ---- end to end on a tiny library ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def composed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    files = {**library_files(), "minilib/text.py": TEXT, "tests/test_text.py": TEXT_TESTS}
+    sdist = make_sdist(tmp_path_factory.mktemp("sdists"), "minilib", "0.1", files)
+    out = tmp_path_factory.mktemp("mined")
+    options = BuildOptions(out=out, isolation=ISOLATION, progress=False, slow_test_s=1.0)
+    build([str(sdist)], options)
+    compose(LongOptions(build_dir=out, per_library=2, min_bugs=2, max_bugs=2, isolation=ISOLATION))
+    return out
+
+
+@pytest.mark.slow
+def test_long_task_is_the_base_repo_with_every_gold_patch_reversed(composed: Path, tmp_path: Path):
+    library = composed / "minilib-0.1"
+    singles = {t.instance_id: t for t in read_task_file(library / "tasks.jsonl")}
+    tasks = load_tasks(str(composed / "long.jsonl"), "long")
+    assert tasks and all(t.split == "long" for t in tasks)
+    baseline = Baseline.model_validate_json((library / "baseline.json").read_text())
+    for task in tasks:
+        assert task.ground_truth is not None and len(set(task.ground_truth.files)) == 2
+        members = [
+            s
+            for s in singles.values()
+            if s.ground_truth
+            and s.ground_truth.files[0] in task.ground_truth.files
+            and s.ground_truth.functions[0] in task.ground_truth.functions
+        ]
+        union = {test for member in members for test in member.FAIL_TO_PASS}
+        assert set(task.FAIL_TO_PASS) == union
+        assert [t for t in baseline.tests if t not in union] == task.PASS_TO_PASS
+        # base + reverse(patch) = the snapshot
+        buggy = tmp_path / task.instance_id
+        shutil.copytree(library / "repo", buggy, ignore=shutil.ignore_patterns(".git"))
+        subprocess.run(["git", "apply", "-R"], input=task.patch, text=True, cwd=buggy, check=True)
+        assert task.snapshot_dir is not None
+        for path in task.ground_truth.files:
+            assert (buggy / path).read_text() == (task.snapshot_dir / path).read_text()
+        for member in members:
+            assert member.ground_truth is not None
+            file = member.ground_truth.files[0]
+            module = file.removesuffix(".py").replace("/", ".")
+            assert not Secret(file, module, member.patch).leaks(task.problem_statement)
+
+
+@pytest.mark.slow
+def test_gold_patch_resolves_a_long_task_and_the_empty_patch_does_not(composed: Path):
+    task = load_tasks(str(composed / "long.jsonl"))[0]
+    assert grade(task, task.patch, LocalSandbox(isolation=ISOLATION)).resolved is True
+    assert grade(task, "", LocalSandbox(isolation=ISOLATION)).resolved is False
+
+
+@pytest.mark.slow
+def test_composing_again_resumes_and_gives_the_same_tasks(composed: Path):
+    made = (composed / "minilib-0.1" / "long_made.jsonl").read_text()
+    before = [t.instance_id for t in load_tasks(str(composed / "long.jsonl"))]
+    options = LongOptions(build_dir=composed, per_library=2, min_bugs=2, max_bugs=2)
+    again = compose(options.model_copy(update={"isolation": ISOLATION}))
+    assert [t.instance_id for t in again] == before
+    assert (composed / "minilib-0.1" / "long_made.jsonl").read_text() == made
