@@ -108,10 +108,12 @@ def run(
     )
     result = figures(trajectories)
     result["wall_s"] = time.perf_counter() - started
-    result["unsolved"] = [
-        f"{t.header.instance_id} ({t.end.exit_reason if t.end else 'no end'})"
+    result["episodes"] = [
+        f"{t.header.instance_id}: reward {t.end.reward if t.end else None}, "
+        f"{t.end.exit_reason if t.end else 'no end'}, {len(t.model_calls())} steps, peak "
+        f"{max((c.context_tokens for c in t.model_calls()), default=0)}, "
+        f"{len(t.compactions())} compactions"
         for t in trajectories
-        if t.end is None or t.end.reward != 1.0
     ]
     return result
 
@@ -169,7 +171,7 @@ def main() -> None:
     parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS))
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--max-steps", type=int, default=100)
-    parser.add_argument("--verbose", action="store_true", help="list the unsolved tasks")
+    parser.add_argument("--verbose", action="store_true", help="one line per episode")
     args = parser.parse_args()
 
     def split_name(value: str) -> str | None:
@@ -194,8 +196,8 @@ def main() -> None:
         for name in args.settings:
             result = run(split, SETTINGS[name], args.limit, args)
             print(row(split.label, name, result), flush=True)
-            if args.verbose and result["unsolved"]:
-                print(f"{'':<16}unsolved: {', '.join(result['unsolved'])}", flush=True)
+            if args.verbose:
+                print("\n".join(f"{'':<4}{line}" for line in result["episodes"]), flush=True)
             if split.label == "long":
                 long_results[name] = result
     if long_results:

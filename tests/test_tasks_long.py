@@ -15,6 +15,7 @@ from ac_env.grading import grade
 from ac_env.mining.baseline import Baseline
 from ac_env.mining.build import BuildOptions, build
 from ac_env.mining.long import (
+    LongMade,
     LongOptions,
     _check_combined,
     compose,
@@ -149,15 +150,11 @@ def test_long_task_is_the_base_repo_with_every_gold_patch_reversed(composed: Pat
     tasks = load_tasks(str(composed / "long.jsonl"), "long")
     assert tasks and all(t.split == "long" for t in tasks)
     baseline = Baseline.model_validate_json((library / "baseline.json").read_text())
+    records = [LongMade.model_validate_json(line) for line in (library / "long_made.jsonl").open()]
+    made = {r.task.instance_id: r.members for r in records if r.task is not None}
     for task in tasks:
         assert task.ground_truth is not None and len(set(task.ground_truth.files)) == 2
-        members = [
-            s
-            for s in singles.values()
-            if s.ground_truth
-            and s.ground_truth.files[0] in task.ground_truth.files
-            and s.ground_truth.functions[0] in task.ground_truth.functions
-        ]
+        members = [singles[iid] for iid in made[task.instance_id]]
         union = {test for member in members for test in member.FAIL_TO_PASS}
         assert set(task.FAIL_TO_PASS) == union
         assert [t for t in baseline.tests if t not in union] == task.PASS_TO_PASS
