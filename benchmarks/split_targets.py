@@ -121,7 +121,7 @@ def run(
 def row(label: str, setting: str, r: dict[str, Any]) -> str:
     n = r["tasks"] or 1
     return (
-        f"{label:<16}{setting:<9}{r['tasks']:>6}{r['solved'] / n:>8.0%}{r['median_peak']:>10.0f}"
+        f"{label:<24}{setting:<9}{r['tasks']:>6}{r['solved'] / n:>8.0%}{r['median_peak']:>10.0f}"
         f"{r['max_peak']:>10.0f}{r['median_steps']:>7.0f}{r['overflow'] / n:>10.0%}"
         f"{r['compactions']:>7}{r['wall_s']:>8.0f}"
         + (f"  infra {r['infra']}" if r["infra"] else "")
@@ -188,7 +188,7 @@ def main() -> None:
         f"first {args.limit} tasks per split"
     )
     print(
-        f"{'split':<16}{'setting':<9}{'tasks':>6}{'solved':>8}{'med peak':>10}{'max peak':>10}"
+        f"{'split':<24}{'setting':<9}{'tasks':>6}{'solved':>8}{'med peak':>10}{'max peak':>10}"
         f"{'steps':>7}{'overflow':>10}{'compact':>7}{'wall s':>8}"
     )
     long_results: dict[str, dict[str, Any]] = {}
