@@ -3,6 +3,9 @@
 Each split runs twice: with full history (no forced compaction) and with the forced
 compaction threshold on. Prints one table row per (split, setting); no assertions. The target
 (issue "Policies and compaction strategies"): at least 90% on easy and medium with full history.
+``routes`` says where each solved task's fix came from: ``copy`` (differences from another
+copy of the function, ``twins``), ``template`` (the repair templates) or ``both`` (a task
+with several bugs); unsolved tasks are listed with their bugs' mutation operators.
 
     .venv/bin/python benchmarks/reference_agent.py [--split easy medium] [--limit 10]
         [--subset train] [--workers 2] [--threshold 16384] [--max-steps 50]
@@ -20,12 +23,23 @@ from typing import Any
 import gymnasium as gym
 
 import ac_env  # noqa: F401  (registers the ids)
-from ac_env.agents.reference import ReferenceAgent
+from ac_env.agents.reference import ReferenceAgent, read_history, replay
 from ac_env.agents.rollout import RolloutJob, rollout_many
 from ac_env.tasks import load_tasks
 from ac_env.trajectory import Trajectory
 
 SPLITS = ("easy", "medium", "hard", "context-stress")
+
+
+def route(trajectory: Trajectory) -> str:
+    """Where the fix in place at the agent's last turn came from, as its own state reads it."""
+    calls = trajectory.model_calls()
+    if not calls:
+        return "none"
+    state = replay(read_history(calls[-1].messages))
+    edits = [kept.edit for kept in state.kept] + ([state.fix] if state.fix else [])
+    kinds = {"copy" if edit.label.startswith("as in ") else "template" for edit in edits}
+    return kinds.pop() if len(kinds) == 1 else ("both" if kinds else "none")
 
 
 def figures(trajectories: list[Trajectory]) -> dict[str, Any]:
@@ -42,6 +56,7 @@ def figures(trajectories: list[Trajectory]) -> dict[str, Any]:
         ),
         "median_peak_tokens": statistics.median(peaks),
         "compactions": sum(len(t.compactions()) for t in trajectories),
+        "routes": Counter(route(t) for t in solved),
         "exits": Counter(e.exit_reason for e in ends),
         "infra": sum(1 for e in ends if e.infra_error),
     }
@@ -73,8 +88,11 @@ def run_split(
     )
     result = figures(trajectories)
     result["wall_s"] = time.perf_counter() - started
+    operators = {task.instance_id: task.ground_truth.operators for task in tasks}
     result["unsolved"] = [
-        t.header.instance_id for t in trajectories if t.end is None or t.end.reward != 1.0
+        f"{t.header.instance_id} ({'+'.join(operators[t.header.instance_id])})"
+        for t in trajectories
+        if t.end is None or t.end.reward != 1.0
     ]
     return result
 
@@ -105,16 +123,17 @@ def main() -> None:
             print(f"{split} / {name}: unsolved {result['unsolved']}", flush=True)
     header = (
         f"{'split':<15}{'setting':<19}{'tasks':>6}{'solved':>8}{'rate':>7}{'med steps':>10}"
-        f"{'med peak tok':>13}{'compactions':>12}{'wall s':>8}  exits"
+        f"{'med peak tok':>13}{'compactions':>12}{'wall s':>8}  routes; exits"
     )
     print(f"\nreference agent (compact_when={args.compact_when}, max_steps={args.max_steps})")
     print(header)
     for split, name, r in rows:
         exits = ", ".join(f"{k} {v}" for k, v in sorted(r["exits"].items()))
+        routes = ", ".join(f"{k} {v}" for k, v in sorted(r["routes"].items()))
         print(
             f"{split:<15}{name:<19}{r['tasks']:>6}{r['solved']:>8}{r['rate']:>7.0%}"
             f"{r['median_steps']:>10.1f}{r['median_peak_tokens']:>13.0f}{r['compactions']:>12}"
-            f"{r['wall_s']:>8.0f}  {exits}"
+            f"{r['wall_s']:>8.0f}  {routes}; {exits}"
             + (f" (infra errors {r['infra']})" if r["infra"] else "")
         )
 

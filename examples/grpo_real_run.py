@@ -9,11 +9,12 @@ SmolLM2-135M solves no built-in task from its start, so GRPO from the start has 
    easy *train* and held-out *eval* tasks; the env is snapshotted before each of its calls;
 2. ``bc``: SFT of the model on the train demonstrations after their compaction, through the
    call the deepest start precedes (the agent continuing from its own summary: read the
-   suspect, compare it with its other copy, write the fixing edit);
-3. ``before``: held-out success from the eval tasks' start states, ``--samples`` rollouts
-   each. Depth (``--steps-left``, default 3): before the demonstrator's 3rd-last call, its
-   fixing edit, so the policy must write the fix. Depths 2 and 1 (before verify, submit)
-   start with the fix in the workspace: rewarded unless the policy undoes it;
+   suspect, try candidate edits, write the fixing one);
+3. ``before``: held-out success from the start states of the first ``--eval-tasks`` eval
+   tasks the demonstrator solves, ``--samples`` rollouts each. Depth (``--steps-left``,
+   default 3): before the demonstrator's 3rd-last call, its fixing edit, so the policy must
+   write the fix. Depths 2 and 1 (before verify, submit) start with the fix in the
+   workspace: rewarded unless the policy undoes it;
 4. ``grpo``: segment-aware GRPO from the train tasks' start states (same depths), reward 1
    when the final workspace passes the task's tests;
 5. ``after``: the held-out success again, with the GRPO model.
@@ -40,7 +41,7 @@ from ac_train.grpo import DemonstrationStarts, GRPOConfig, GRPOTrainer, read_met
 from ac_train.models import TransformersPolicy, load_model
 from ac_train.segments import segment_trajectory
 from ac_train.sft import SFTRunConfig, run_sft
-from ac_train.start_states import demonstration_starts
+from ac_train.start_states import StartState, demonstration_starts
 
 ENV: dict[str, Any] = {"split": "easy", "forced_compaction_threshold": 6144}
 MAX_ENV_STEPS, CONTEXT_WINDOW = 50, 8192  # SmolLM2's window
@@ -126,14 +127,24 @@ def through_call(trajectory: Trajectory, index: int) -> Trajectory:
     return cut
 
 
+def eval_starts(args: argparse.Namespace, eval_ids: list[str]) -> list[StartState]:
+    """The start states of the first ``--eval-tasks`` of ``eval_ids`` that the demonstrator
+    solves (a task it does not solve has none)."""
+    starts: list[StartState] = []
+    for task_id in eval_ids:
+        if len({start.task_id for start in starts}) == args.eval_tasks:
+            break
+        starts += demonstration_starts(make_env, [task_id], steps_left=args.steps_left)
+    return starts
+
+
 def held_out_success(
-    args: argparse.Namespace, model_dir: str, eval_ids: list[str]
+    args: argparse.Namespace, model_dir: str, starts: list[StartState]
 ) -> dict[str, float]:
     """Success from the eval tasks' start states (``--samples`` rollouts of each): over all,
     and per depth."""
     model, tokenizer = load_model(model_dir)
     model.eval()
-    starts = demonstration_starts(make_env, eval_ids, steps_left=args.steps_left)
     seeds = iter(range(1000))
 
     def policy() -> TransformersPolicy:
@@ -166,16 +177,18 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     train_ids = [t.instance_id for t in load_tasks(split="easy", subset="train")]
     eval_ids = [t.instance_id for t in load_tasks(split="easy", subset="eval")]
-    train_ids, eval_ids = train_ids[: args.train_tasks], eval_ids[: args.eval_tasks]
+    train_ids = train_ids[: args.train_tasks]
 
     print("== 1-2. warm start on the demonstrations")
     bc = warm_start(args, train_ids)
 
     results_path = args.out / "results.json"
     results: dict[str, Any] = json.loads(results_path.read_text()) if results_path.exists() else {}
+    evaluated = "before" in results and results.get("after_step") == args.steps
+    starts = [] if evaluated else eval_starts(args, eval_ids)
     if "before" not in results:
         print("== 3. held-out success before GRPO")
-        results["before"] = held_out_success(args, bc, eval_ids)
+        results["before"] = held_out_success(args, bc, starts)
         results_path.write_text(json.dumps(results, indent=2) + "\n")
 
     print("== 4. GRPO from the train tasks' start states")
@@ -205,7 +218,7 @@ def main() -> None:
     if results.get("after_step") != args.steps:  # a longer rerun evaluates its last step
         print("== 5. held-out success after GRPO")
         last = config.output_dir / f"checkpoint-{args.steps}"
-        results["after"] = held_out_success(args, str(last), eval_ids)
+        results["after"] = held_out_success(args, str(last), starts)
         results["after_step"] = args.steps
     results["reward_curve"] = [m.reward_mean for m in curve]
     results["informative_groups"] = [m.informative_groups for m in curve]

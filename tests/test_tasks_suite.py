@@ -22,10 +22,12 @@ from ac_env.tasks.synthetic.suite import (
 
 
 def sample_plans():
-    """The first train and the first eval task of every split."""
+    """Of every split, the first train task with a deprecated copy of the buggy module and the
+    first eval task without one."""
     chosen = {}
     for plan in plan_suite():
-        chosen.setdefault((plan.split, plan.subset), plan)
+        if plan.bug_copy == (plan.subset == "train"):
+            chosen.setdefault((plan.split, plan.subset), plan)
     return list(chosen.values())
 
 
@@ -207,19 +209,44 @@ def test_context_stress_is_noisy(sample_tasks):
         assert "_log_test_setup" in (task.snapshot_dir / "tests" / "conftest.py").read_text()
 
 
-def test_buggy_function_has_a_deprecated_twin(sample_tasks):
-    for task in sample_tasks:
+def test_at_most_a_quarter_of_each_split_keeps_a_copy_of_the_buggy_module():
+    for name in PROFILES:
+        for subset in ("train", "eval"):
+            plans = [p for p in plan_suite() if p.split == name and p.subset == subset]
+            copies = sum(p.bug_copy for p in plans)
+            assert 0 < copies <= len(plans) // 4, (name, subset, copies)
+
+
+def legacy_copies(task):
+    return sorted(p.name for p in task.snapshot_dir.rglob("legacy/*_v1.py"))
+
+
+def test_deprecated_copies_hold_the_buggy_function_only_where_planned(sample_tasks):
+    for plan, task in zip(sample_plans(), sample_tasks, strict=True):
+        bug_files = {Path(m.file).stem for m in plan.entry.mutations}
+        copied = {name.removesuffix("_v1.py") for name in legacy_copies(task)}
+        assert copied & bug_files == (bug_files if plan.bug_copy else set()), task.instance_id
         name = task.ground_truth.functions[0].split(":")[1].split(".")[-1]
         hits = [
             p
             for p in task.snapshot_dir.rglob("*.py")
             if re.search(rf"def {re.escape(name)}\(", p.read_text())
         ]
-        assert len(hits) >= 2, task.instance_id
+        if plan.bug_copy:
+            assert len(hits) >= 2, task.instance_id
+
+
+def test_tasks_with_and_without_a_copy_keep_as_many_deprecated_modules(sample_tasks):
+    for plan, task in zip(sample_plans(), sample_tasks, strict=True):
+        bugs = len({m.file for m in plan.entry.mutations})
+        wanted = max(PROFILES[plan.split].legacy_modules, bugs)
+        assert len(legacy_copies(task)) == wanted, task.instance_id
 
 
 def test_deprecated_copy_predates_the_bug_and_has_slips_of_its_own(sample_tasks):
-    for task in sample_tasks:
+    for plan, task in zip(sample_plans(), sample_tasks, strict=True):
+        if not plan.bug_copy:
+            continue
         for section in task.patch.split("diff --git a/")[1:]:
             path = section.split(" ", 1)[0]
             lines = section.splitlines()

@@ -1,10 +1,11 @@
 """Distractor modules: code that looks relevant to a bug but is not where it lives.
 
-- ``<pkg>/legacy/<module>_v1.py``: deprecated copies of domain modules, always including the
-  module that holds the bug (so the buggy function exists twice under the same name). A
-  deprecated copy predates the bug (it has the code as it was before the regression) and has
-  slips of its own that the maintained module fixed since (``old_slips``), so comparing the two
-  shows the regression among other differences, never alone.
+- ``<pkg>/legacy/<module>_v1.py``: deprecated copies of domain modules. In a minority of
+  tasks (``profiles.BUG_COPY_SHARE``) they include the module that holds the bug, so the buggy
+  function exists twice under the same name. A deprecated copy predates the bug (it has the
+  code as it was before the regression) and has slips of its own that the maintained module
+  fixed since (``old_slips``), so comparing the two shows the regression among other
+  differences, never alone.
 - ``<pkg>/contrib/<name>.py``: helpers copied from domain functions under near-identical
   names (``tier_rate_fast``, ``_tier_rate``, ...), some with comments that mention the
   symptom's keywords.

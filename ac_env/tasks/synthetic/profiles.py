@@ -13,7 +13,8 @@ class SplitProfile:
 
     ``train_tasks`` and ``eval_tasks`` are upper bounds (the catalogue may hold fewer
     eligible bugs). ``legacy_modules`` counts deprecated module copies (the bug's module is
-    always one of them), ``contrib_modules`` the near-identical helper modules.
+    one of them only in the few tasks planned with a copy of it, ``BUG_COPY_SHARE``),
+    ``contrib_modules`` the near-identical helper modules.
     ``allow_direct``: a failing test may call the buggy function by name (in every split at
     least the test the report is written from reaches it through another function).
     ``two_bug_share``: the fraction of tasks with two bugs (in different functions, with
@@ -100,3 +101,7 @@ PROFILES: dict[str, SplitProfile] = {
 }
 # Evaluation seeds are the training seeds plus this offset: the two ranges never overlap.
 EVAL_SEED_OFFSET = 100_000
+# At most this share of each split's subset keeps a deprecated copy of the buggy module, made
+# before the bug: diffing it against the module shows the fix, a hint real repositories rarely
+# give. The other tasks keep deprecated copies of other modules only.
+BUG_COPY_SHARE = 0.25

@@ -105,8 +105,10 @@ def render_project(
     profile: SplitProfile,
     rng: random.Random,
     report_test: str,
+    bug_copy: bool,
 ) -> RenderedProject:
-    """All files of the task repository for one seed."""
+    """All files of the task repository for one seed. ``bug_copy``: the deprecated copies
+    include the modules that hold the bugs (as many copies either way)."""
     files = dict(domain.files)
     gold: list[str] = []
     for path in sorted({m.file for m in entry.mutations}):
@@ -119,8 +121,9 @@ def render_project(
 
     bug_files = sorted({m.file for m in entry.mutations})
     others = sorted(set(sources) - set(bug_files))
-    extra_legacy = max(0, min(len(others), profile.legacy_modules - len(bug_files)))
-    legacy_sources = bug_files + rng.sample(others, extra_legacy)
+    copies = min(len(sources), max(profile.legacy_modules, len(bug_files)))
+    copied = bug_files if bug_copy else []
+    legacy_sources = copied + rng.sample(others, min(len(others), copies - len(copied)))
     files[f"{package}/legacy/__init__.py"] = distractors.legacy_package_init(package)
     for path in legacy_sources:
         # Made from the module as it was before the bug, with slips of its own.

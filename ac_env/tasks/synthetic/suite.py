@@ -13,7 +13,7 @@ import hashlib
 import os
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
@@ -31,7 +31,13 @@ from ac_env.tasks.synthetic.catalog import (
 )
 from ac_env.tasks.synthetic.distractors import module_name
 from ac_env.tasks.synthetic.domain import load_domain, write_files
-from ac_env.tasks.synthetic.profiles import EVAL_SEED_OFFSET, PROFILES, SUBSETS, SplitProfile
+from ac_env.tasks.synthetic.profiles import (
+    BUG_COPY_SHARE,
+    EVAL_SEED_OFFSET,
+    PROFILES,
+    SUBSETS,
+    SplitProfile,
+)
 from ac_env.tasks.synthetic.project import render_project
 from ac_env.tasks.synthetic.statements import BugLocation, Symptom, describe_failure, render_report
 
@@ -40,7 +46,8 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 @dataclass(frozen=True)
 class TaskPlan:
-    """Everything that decides one task; rendering it is deterministic."""
+    """Everything that decides one task; rendering it is deterministic. ``bug_copy``: the
+    repository keeps a deprecated copy of the buggy module (``BUG_COPY_SHARE``)."""
 
     instance_id: str
     split: str
@@ -49,6 +56,7 @@ class TaskPlan:
     entry: CatalogEntry
     report_test: str
     problem_statement: str
+    bug_copy: bool
 
 
 def _stable_hash(text: str) -> int:
@@ -142,6 +150,14 @@ def _candidates(
     return ordered
 
 
+def _with_bug_copies(plans: list[TaskPlan]) -> list[TaskPlan]:
+    """``plans`` (one split's subset), the ``BUG_COPY_SHARE`` of them first by a hash of their
+    id (rounded down) marked to keep a deprecated copy of the buggy module."""
+    ranked = sorted(plans, key=lambda plan: _stable_hash(f"bug-copy:{plan.instance_id}"))
+    marked = {plan.instance_id for plan in ranked[: int(len(plans) * BUG_COPY_SHARE)]}
+    return [replace(plan, bug_copy=plan.instance_id in marked) for plan in plans]
+
+
 @cache
 def plan_suite() -> tuple[TaskPlan, ...]:
     """Every built-in task, ordered by split, then subset, then seed."""
@@ -153,10 +169,10 @@ def plan_suite() -> tuple[TaskPlan, ...]:
             wanted = profile.train_tasks if subset == "train" else profile.eval_tasks
             base = profile.seed_base + (EVAL_SEED_OFFSET if subset == "eval" else 0)
             two_bug_tasks = round(wanted * profile.two_bug_share)
+            made: list[TaskPlan] = []
             for bugs in (2, 1):
-                made = sum(p.split == profile.name and p.subset == subset for p in plans)
                 # Single-bug tasks fill whatever the catalogue's two-bug entries could not.
-                count = two_bug_tasks if bugs == 2 else wanted - made
+                count = two_bug_tasks if bugs == 2 else wanted - len(made)
                 candidates = _candidates(catalog, profile, subset, bugs)
                 # Bugs no earlier split used come first, so the suite holds as many as it can.
                 candidates.sort(key=lambda entry: entry.id in used)
@@ -164,14 +180,17 @@ def plan_suite() -> tuple[TaskPlan, ...]:
                 for entry in candidates:
                     if chosen == count:
                         break
-                    seed = base + made + chosen
+                    seed = base + len(made)
                     report = _write_report(catalog, entry, seed)
                     if report is None:
                         continue
                     instance_id = f"synthetic__{entry.domain}-{profile.name}-{subset}-{seed}"
-                    plans.append(TaskPlan(instance_id, profile.name, subset, seed, entry, *report))
+                    made.append(
+                        TaskPlan(instance_id, profile.name, subset, seed, entry, *report, False)
+                    )
                     used.add(entry.id)
                     chosen += 1
+            plans.extend(_with_bug_copies(made))
     return tuple(plans)
 
 
@@ -195,7 +214,7 @@ def build_task(
     domain = load_domain(entry.domain)
     profile = profile or PROFILES[plan.split]
     project = render_project(
-        domain, entry, profile, random.Random(plan.instance_id), plan.report_test
+        domain, entry, profile, random.Random(plan.instance_id), plan.report_test, plan.bug_copy
     )
     snapshot = safe_child(directory, plan.instance_id)
     commit = write_repo(
