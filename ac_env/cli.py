@@ -73,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     pack.add_argument(
         "--eval-every", type=int, default=5, help="one task in N of the others is eval"
     )
+    pack.add_argument(
+        "--max-per-function", type=int, default=None, help="one-bug tasks kept per function"
+    )
     long = tasks.add_parser(
         "long", help="compose long-horizon tasks of several bugs from a build's tasks"
     )
@@ -101,7 +104,9 @@ def _long(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "pack":
-        manifest = pack_suite(args.build_dir, args.into, args.held_out, args.eval_every)
+        manifest = pack_suite(
+            args.build_dir, args.into, args.held_out, args.eval_every, args.max_per_function
+        )
         print(f"suite {manifest.suite_version}: {len(manifest.libraries)} libraries in {args.into}")
         return 0
     if args.command == "long":

@@ -158,3 +158,78 @@ def test_an_archive_member_outside_the_tree_is_refused(
     with pytest.raises(tarfile.OutsideDestinationError):
         real_tasks(task_ids=["demo-1.0__clamp"], data_dir=data)
     assert not list((tmp_path / "cache").rglob("escaped"))
+
+
+def test_max_per_function_keeps_the_first_tasks_of_each_function(
+    packed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    build = tmp_path / "build"
+    rows = (build / "demo-1.0" / "tasks.jsonl").read_text().splitlines()
+    second = json.loads(rows[0])
+    second["instance_id"] = "demo-1.0__clamp2"
+    (build / "demo-1.0" / "tasks.jsonl").write_text(rows[0] + "\n" + json.dumps(second) + "\n")
+    capped = tmp_path / "capped"
+    pack_suite(build, capped, max_per_function=1)
+    read_rows.cache_clear()
+    ids = [row.task.instance_id for row in read_rows(capped)]
+    assert "demo-1.0__clamp" in ids and "demo-1.0__clamp2" not in ids
+    pack_suite(build, capped)
+    read_rows.cache_clear()
+    assert "demo-1.0__clamp2" in [row.task.instance_id for row in read_rows(capped)]
+
+
+def test_the_shipped_suite_is_real_code_at_scale() -> None:
+    manifest = read_manifest()
+    rows = read_rows()
+    libraries = {row.library for row in rows}
+    assert len(manifest.libraries) >= 8 and libraries == {e.slug for e in manifest.libraries}
+    assert len(rows) >= 400
+    splits = {(row.task.split, row.subset) for row in rows}
+    assert splits == {("real", "train"), ("real", "eval"), ("long", "train"), ("long", "eval")}
+    for entry in manifest.libraries:
+        assert entry.license != "unknown" and entry.license_files, entry.slug
+        held = {row.subset for row in rows if row.library == entry.slug}
+        assert held == {"eval"} if entry.held_out else "train" in held
+    for row in rows:
+        if row.task.split == "long":
+            assert row.task.ground_truth is not None
+            assert 2 <= len(set(row.task.ground_truth.files)) <= 4
+
+
+def test_gym_make_runs_a_shipped_long_task_offline(tmp_path: Path, monkeypatch) -> None:
+    import gymnasium as gym
+
+    import ac_env  # noqa: F401
+
+    monkeypatch.setenv("AUTOCOMPACT_CACHE", str(tmp_path))
+    first = next(row.task for row in read_rows() if row.task.split == "long")
+    env = gym.make(
+        "AutoCompact-SWE-v0", task_source="real", split="long", task_ids=[first.instance_id]
+    )
+    try:
+        obs, info = env.reset(seed=0)
+        assert first.problem_statement.splitlines()[0] in obs[-1]["content"]
+        obs, reward, terminated, truncated, info = env.step(
+            "```bash\ngit log --oneline | wc -l\n```"
+        )
+        assert obs[-1]["content"].strip().splitlines()[-1].strip() == "1"
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+def test_every_shipped_library_materialises_and_its_gold_patch_resolves(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from ac_env.grading import grade
+    from ac_env.sandbox.local import LocalSandbox
+
+    monkeypatch.setenv("AUTOCOMPACT_CACHE", str(tmp_path))
+    firsts: dict[str, str] = {}
+    for row in read_rows():
+        firsts.setdefault(row.library, row.task.instance_id)
+    for task in real_tasks(task_ids=list(firsts.values())):
+        assert task.snapshot_dir is not None
+        assert git(task.snapshot_dir, "rev-parse", "HEAD").strip() == task.base_commit
+        assert grade(task, task.patch, LocalSandbox()).resolved is True, task.instance_id
+        assert grade(task, "", LocalSandbox()).resolved is False, task.instance_id

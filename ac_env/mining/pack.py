@@ -5,7 +5,9 @@ becomes ``<slug>.tar.xz`` (deterministic: sorted members, no owners, fixed times
 task of ``tasks.jsonl`` (one bug) and ``long.jsonl`` (several) becomes a line of
 ``tasks.jsonl.xz`` without its snapshot: ``ac_env.tasks.real`` rebuilds each repository from
 the tree and the gold patch. Subsets: every task of a held-out library, and about one in
-``eval_every`` of the others' (chosen by a hash of the instance id), are ``eval``.
+``eval_every`` of the others' (chosen by a hash of the instance id), are ``eval``. With
+``max_per_function``, a function keeps only its first that many one-bug tasks (in mining
+order), so a library whose bugs cluster in one function does not dominate the suite.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ import io
 import lzma
 import os
 import tarfile
+from collections import Counter
 from collections.abc import Sequence
 from email.parser import HeaderParser
 from pathlib import Path
 
 from ac_env.mining.build import LibraryReport
 from ac_env.paths import safe_child
+from ac_env.tasks.model import Task
 from ac_env.tasks.real.manifest import LibraryEntry, Manifest, Subset, TaskRow
 from ac_env.tasks.swebench_file import read_task_file
 
@@ -91,8 +95,27 @@ def _subset(instance_id: str, held_out: bool, eval_every: int) -> Subset:
     return "eval" if digest % eval_every == 0 else "train"
 
 
+def _spread(tasks: list[Task], max_per_function: int | None) -> list[Task]:
+    if max_per_function is None:
+        return tasks
+    seen: Counter[str] = Counter()
+    kept = []
+    for task in tasks:
+        functions = task.ground_truth.functions if task.ground_truth else []
+        if task.split == "real" and functions:
+            seen[functions[0]] += 1
+            if seen[functions[0]] > max_per_function:
+                continue
+        kept.append(task)
+    return kept
+
+
 def pack_suite(
-    build_dir: Path, into: Path, held_out: Sequence[str] = (), eval_every: int = 5
+    build_dir: Path,
+    into: Path,
+    held_out: Sequence[str] = (),
+    eval_every: int = 5,
+    max_per_function: int | None = None,
 ) -> Manifest:
     """Write ``into`` (``manifest.json``, ``tasks.jsonl.xz``, one archive per library) from
     every built library of ``build_dir`` that has tasks; older archives there are removed."""
@@ -105,6 +128,7 @@ def pack_suite(
         report = LibraryReport.model_validate_json(report_path.read_text())
         task_files = [library_dir / "tasks.jsonl", library_dir / "long.jsonl"]
         tasks = [t for path in task_files if path.is_file() for t in read_task_file(path)]
+        tasks = _spread(tasks, max_per_function)
         if report.status != "built" or not tasks:
             continue
         name, version = report.library.split(" ", 1)
