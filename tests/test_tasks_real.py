@@ -233,3 +233,25 @@ def test_every_shipped_library_materialises_and_its_gold_patch_resolves(
         assert git(task.snapshot_dir, "rev-parse", "HEAD").strip() == task.base_commit
         assert grade(task, task.patch, LocalSandbox()).resolved is True, task.instance_id
         assert grade(task, "", LocalSandbox()).resolved is False, task.instance_id
+
+
+def test_the_reference_agent_imports_a_src_layout_library(tmp_path: Path, monkeypatch) -> None:
+    """cachetools keeps its package in ``src/``: the agent's test runs must import it (before,
+    every run of such a library stopped at ``ModuleNotFoundError``)."""
+    import gymnasium as gym
+
+    import ac_env  # noqa: F401
+    from ac_env.agents.reference import ReferenceAgent
+
+    monkeypatch.setenv("AUTOCOMPACT_CACHE", str(tmp_path))
+    task = next(row.task for row in read_rows() if row.library.startswith("cachetools"))
+    assert task.test_command.startswith("PYTHONPATH=src")
+    env = gym.make("AutoCompact-SWE-v0", task_source="real", task_ids=[task.instance_id])
+    try:
+        obs, _ = env.reset(seed=0)
+        obs, *_ = env.step(ReferenceAgent().act(obs).text)
+    finally:
+        env.close()
+    output = obs[-1]["content"]
+    assert "No module named 'cachetools'" not in output
+    assert " failed" in output and " passed" in output

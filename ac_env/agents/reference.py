@@ -57,6 +57,7 @@ CompactWhen = Literal["never", "after_locate", "after_fix"]
 MAX_KEPT_FIXES = 3  # partial fixes kept on top of each other (a bug each): four bugs in all
 SUITE_TIMEOUT_S = 55  # under the env's default 60 s command limit
 TRY_TIMEOUT_S = 20  # the failing tests alone; a candidate that makes them hang is wrong
+SRC_LAYOUT = '[ -d src ] && export PYTHONPATH="$PWD/src"'
 _STEP = re.compile(r"^# (?P<kind>[a-z]+):? ?(?P<detail>.*)$")
 _ISSUE = re.compile(r"<issue>\n?(.*?)\n?</issue>", re.DOTALL)
 _NUMBERED = re.compile(r"^\s*(\d+)\t(.*)$")
@@ -309,7 +310,7 @@ class ReferenceAgent:
             return PolicyOutput(text=write_summary(state, _task_line(history.issue), next_step))
         if command is None:
             return PolicyOutput(text=f"THOUGHT: {thought}\n```bash\nsubmit\n```")
-        return PolicyOutput(text=f"THOUGHT: {thought}\n```bash\n{command}\n```")
+        return PolicyOutput(text=f"THOUGHT: {thought}\n```bash\n{_importable(command)}\n```")
 
     def _compacts_now(self, history: History, state: WorkingState) -> bool:
         """The phase-aware trigger: right after locating (again, for the rest of a bug among
@@ -463,6 +464,13 @@ def _task_line(issue: str) -> str:
         if line.strip():
             return line.strip().lstrip("#").strip()
     return "(no issue text)"
+
+
+def _importable(command: str) -> str:
+    """``command`` with the package importable in a ``src/`` layout (as an editable install
+    would make it), on the line after the step's comment, which names the step."""
+    first, _, rest = command.partition("\n")
+    return f"{first}\n{SRC_LAYOUT}\n{rest}" if rest else command
 
 
 def _test_command(tests: list[str]) -> str:
