@@ -13,7 +13,7 @@ from sandbox_task import GIT
 import ac_env  # noqa: F401  (registers the ids)
 from ac_env.actions import Bash, Compact, Submit, TerminalParser
 from ac_env.agents.localize import Suspect, localize_command, parse_report
-from ac_env.agents.reference import ReferenceAgent, parse_edit, read_history, replay
+from ac_env.agents.reference import SRC_LAYOUT, ReferenceAgent, parse_edit, read_history, replay
 from ac_env.agents.repairs import Edit, function_edits, line_fixes
 from ac_env.agents.reproduce import from_issue
 from ac_env.agents.working_state import WorkingState, read_summary, write_summary
@@ -224,7 +224,7 @@ def test_unhelpful_edit_is_reverted_and_ruled_out():
     state = replay(read_history(obs))
     assert state.tried == [edit.key] and state.pending == edit and state.fix is None
     following = command_of(agent.act(obs).text)
-    assert following.split("\n")[1] == "git checkout -- calc/ops.py"
+    assert following.split("\n")[1:3] == [SRC_LAYOUT, "git checkout -- calc/ops.py"]
 
 
 def test_reproduction_from_an_issue_snippet():

@@ -19,7 +19,7 @@ from test_reference_agent import (
 
 from ac_env.agents.edit_script import edit_command, parse_edit, undo_command
 from ac_env.agents.localize import Suspect
-from ac_env.agents.reference import ReferenceAgent, read_history, replay
+from ac_env.agents.reference import SRC_LAYOUT, ReferenceAgent, read_history, replay
 from ac_env.agents.repairs import Edit, function_edits
 from ac_env.agents.twins import parse_twins, twins_command
 from ac_env.agents.working_state import KeptFix, WorkingState, read_summary, write_summary
@@ -305,7 +305,7 @@ def test_a_kept_fix_that_leaves_nothing_to_try_is_dropped_and_ruled_out():
     obs = then(obs, agent.act(obs).text, listing)
     drop = agent.act(obs).text
     assert step_kind(drop) == "drop"
-    assert command_of(drop).split("\n")[1] == "git checkout -- calc/ops.py"
+    assert command_of(drop).split("\n")[1:3] == [SRC_LAYOUT, "git checkout -- calc/ops.py"]
     obs = then(obs, drop, "[exit code 0]")
     after = replay(read_history(obs))
     assert after.kept == [] and after.suspects is None
