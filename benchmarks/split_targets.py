@@ -1,4 +1,4 @@
-"""The reference agent on every split, under the long split's targets (issue 19, part 3).
+"""The reference agent on every split, under the long split's targets.
 
 Three settings per split, no budget, ``--max-steps`` (default 100) turns:
 
