@@ -78,6 +78,11 @@ def test_workspace_claims_against_git_diff():
     claims_edit = summary(workspace="- edited pkg/core.py", next_="- run tests")
     assert not audit(claims_edit, ["pkg/core.py"]).false_workspace_claim
     assert audit(claims_edit, []).false_workspace_claim  # the edit is not in the workspace
+    kept = summary(
+        workspace='- kept fix in pkg/core.py; still failing: ["tests/test_core.py::test_a"]',
+        next_="- run tests",
+    )
+    assert not audit(kept, ["pkg/core.py"]).false_workspace_claim  # a test id claims no edit
 
 
 def test_test_claims_against_the_last_real_run():

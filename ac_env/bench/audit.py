@@ -35,7 +35,9 @@ from ac_env.test_log import last_test_run, tally_counts
 from ac_env.trajectory import Trajectory
 
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)
-_PATH = re.compile(r"[\w.-]+(?:/[\w.-]+)*\.py\b")
+_PATH = re.compile(r"[\w.-]+(?:/[\w.-]+)*\.py\b(?!::)")
+"""A file path; one followed by ``::`` is part of a test id (a test that still fails), not
+a file the summary says it changed."""
 _FAIL_WORDS = re.compile(r"\bfail(s|ed|ing|ures?)?\b|\berrors?\b", re.IGNORECASE)
 _PASS_WORDS = re.compile(r"\b(all )?(tests? )?pass(es|ed|ing)?\b", re.IGNORECASE)
 _NO_CHANGES = re.compile(r"\bno (changes|edits|modifications)\b", re.IGNORECASE)
