@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tqdm import tqdm
 
 import ac_env  # noqa: F401  (registers the env id)
+from ac_env.agents.errors import ModelServerError
 from ac_env.agents.rollout import rollout
 from ac_env.bench.config import claim_directory
 from ac_env.bench.runner import ATTEMPTS
@@ -197,13 +198,18 @@ class ReviewLog:
 def worker_policies(config: CollectConfig, strategy: Strategy) -> Callable[[int], Policy]:
     """``seed -> Policy`` for ``config.worker``. A served worker (``openai:``) gets
     ``config.tokenizer`` for its token records and must give the sampled ids and their
-    log-probs: one probe call checks it, and ValueError names what is missing."""
+    log-probs: one probe call checks it, and ValueError names what is missing. A probe the
+    server fails (``ModelServerError``) decides nothing: the episodes then meet the same
+    failure and are recorded as infrastructure errors."""
     sampling = SamplingConfig(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
     served = config.worker.startswith("openai:")
     tokenizer = load_tokenizer(config.tokenizer) if served and config.tokenizer else None
     make = policy_factory(config.worker, strategy, sampling, tokenizer)
     if served:
-        require_token_records(make(config.seed), f"collect with worker {config.worker}")
+        try:
+            require_token_records(make(config.seed), f"collect with worker {config.worker}")
+        except ModelServerError as error:
+            logger.warning("the token-record probe failed: %s", error)
     return make
 
 

@@ -7,7 +7,6 @@ The server is a real HTTP server on 127.0.0.1, driven through ``ac-bench``'s and
 
 from __future__ import annotations
 
-import functools
 import json
 import socket
 import threading
@@ -15,6 +14,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,8 +85,13 @@ def dead_url() -> str:
 @pytest.fixture(autouse=True)
 def quick_client(monkeypatch: pytest.MonkeyPatch) -> None:
     """The HTTP worker with short timeouts and no backoff (the retries still happen)."""
-    quick = functools.partial(OpenAIChatPolicy, timeout_s=0.5, backoff_s=0.0, max_retries=2)
-    monkeypatch.setattr("ac_env.bench.workers.OpenAIChatPolicy", quick)
+
+    class Quick(OpenAIChatPolicy):
+        def __init__(self, *args: Any, **settings: Any) -> None:
+            quick = {"timeout_s": 0.5, "backoff_s": 0.0, "max_retries": 2}
+            super().__init__(*args, **{**quick, **settings})
+
+    monkeypatch.setattr("ac_env.bench.workers.OpenAIChatPolicy", Quick)
 
 
 def bench(out: Path, task_file: Path, worker: str, *extra: str) -> int:
