@@ -42,6 +42,9 @@ def command_of(text: str) -> str:
 
 
 def step_kind(text: str) -> str:
+    """The step a command names in its first comment line; ``submit`` for a submission."""
+    if isinstance(TerminalParser().parse(text), Submit):
+        return "submit"
     return command_of(text).split("\n", 1)[0].split(":", 1)[0].removeprefix("# ")
 
 
