@@ -17,6 +17,15 @@ from ac_env.tokens import TokenCounter
 SandboxFactory = Callable[[], Sandbox]
 
 
+def every_split_unless_builtin(data: Any) -> Any:
+    """Raw settings with ``split`` defaulting to every split (None) unless the tasks come from
+    the built-in suite, whose default split is ``easy``. Shared by the env's and the
+    benchmark's configs (a ``mode="before"`` model validator)."""
+    if isinstance(data, dict) and data.get("task_source", "builtin") != "builtin":
+        return {"split": None, **data}
+    return data
+
+
 class EnvConfig(BaseModel):
     """Every keyword of ``gym.make("AutoCompact-SWE-v0", ...)``, one field each.
 
@@ -139,11 +148,8 @@ class EnvConfig(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _task_file_takes_every_split(cls, data: Any) -> Any:
-        """``easy`` is the built-in suite's default split; a task file's default is all."""
-        if isinstance(data, dict) and data.get("task_source", "builtin") != "builtin":
-            return {"split": None, **data}
-        return data
+    def _other_sources_take_every_split(cls, data: Any) -> Any:
+        return every_split_unless_builtin(data)
 
     @model_validator(mode="after")
     def _threshold_below_window(self) -> EnvConfig:

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ac_env.bench.workers import check_worker
+from ac_env.config import every_split_unless_builtin
 from ac_env.policy import SamplingConfig
 from ac_env.strategies import DEFAULT_THRESHOLD, STRATEGIES, get_strategy
 
@@ -71,10 +72,7 @@ class BenchConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _other_sources_take_every_split(cls, data: Any) -> Any:
-        """``easy`` is the built-in suite's default split; another source's default is all."""
-        if isinstance(data, dict) and data.get("task_source", "builtin") != "builtin":
-            return {"split": None, **data}
-        return data
+        return every_split_unless_builtin(data)
 
     @field_validator("strategies")
     @classmethod
