@@ -15,7 +15,9 @@ import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
+Result = TypeVar("Result")
 COMMIT_DATE = "2024-01-15T12:00:00+00:00"
 GIT_IDENTITY = (
     "-c",
@@ -49,28 +51,37 @@ def _git(repo: Path, *args: str) -> str:
     return result.stdout.strip()
 
 
-def write_repo(target: Path, message: str, populate: Callable[[Path], None]) -> str:
-    """Create ``target`` as a git repo holding, in one commit, what ``populate`` writes into
-    the (empty) directory it is given (every file, whatever a ``.gitignore`` says); return
-    the commit's hash.
-
-    An existing ``target`` is left as it is (another process finished it first).
-    """
+def write_atomically(target: Path, populate: Callable[[Path], Result]) -> Result:
+    """Create the directory ``target`` from what ``populate`` writes into an empty sibling,
+    renamed into place, so an interruption never leaves half of it; return what ``populate``
+    returned. An existing ``target`` is left as it is (another process finished it first)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
-        populate(staging)
-        _git(staging, "init", "-q", "-b", "main")
-        _git(staging, "add", "-A", "--force")
-        _git(staging, "commit", "-q", "-m", message)
-        commit = _git(staging, "rev-parse", "HEAD")
+        result = populate(staging)
         try:
             staging.rename(target)
         except OSError:
             if not target.exists():
                 raise
             shutil.rmtree(staging)
-        return commit
+        return result
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def write_repo(target: Path, message: str, populate: Callable[[Path], None]) -> str:
+    """Create ``target`` as a git repo holding, in one commit, what ``populate`` writes into
+    the (empty) directory it is given (every file, whatever a ``.gitignore`` says); return
+    the commit's hash. Atomic, as ``write_atomically``.
+    """
+
+    def commit(staging: Path) -> str:
+        populate(staging)
+        _git(staging, "init", "-q", "-b", "main")
+        _git(staging, "add", "-A", "--force")
+        _git(staging, "commit", "-q", "-m", message)
+        return _git(staging, "rev-parse", "HEAD")
+
+    return write_atomically(target, commit)

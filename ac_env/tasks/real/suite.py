@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 import tarfile
-import tempfile
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -24,7 +23,7 @@ from pydantic import ValidationError
 from tqdm import tqdm
 
 from ac_env.paths import safe_child
-from ac_env.tasks.git_repo import cache_root, write_repo
+from ac_env.tasks.git_repo import cache_root, write_atomically, write_repo
 from ac_env.tasks.model import Task
 from ac_env.tasks.real.manifest import SUBSETS, Manifest, TaskRow
 from ac_env.tasks.selection import check_choice, choose_ids
@@ -86,20 +85,12 @@ def _base_tree(manifest: Manifest, slug: str, data_dir: Path, root: Path) -> Pat
     archive = safe_child(data_dir, f"{slug}.tar.xz")
     if _sha256(archive) != entry.archive_sha256:
         raise SuiteDataError(f"{archive}: checksum differs from manifest.json's")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{slug}-", dir=target.parent))
-    try:
+
+    def unpack(staging: Path) -> None:
         with tarfile.open(archive, "r:xz") as tar:
             tar.extractall(staging, filter="data")  # no absolute paths, no links out
-        try:
-            staging.rename(target)
-        except OSError:
-            if not target.is_dir():
-                raise
-            shutil.rmtree(staging)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+
+    write_atomically(target, unpack)
     return target
 
 
