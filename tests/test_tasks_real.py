@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import lzma
-import subprocess
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -47,7 +47,7 @@ def _library(build: Path, name: str = "demo", version: str = "1.0") -> Path:
     commit_tree(snapshot, "scratch")
     (snapshot / "demo" / "core.py").write_text(CORE)
     patch = git(snapshot, "diff", "--no-color", "HEAD")
-    subprocess.run(["rm", "-rf", str(snapshot / ".git")], check=True)
+    shutil.rmtree(snapshot / ".git")
     (snapshot / "demo" / "core.py").write_text(BUGGY)
     commit = commit_tree(snapshot, message)
     task = Task(

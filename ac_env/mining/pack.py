@@ -36,7 +36,7 @@ def _tree_files(repo: Path) -> list[Path]:
     files = []
     for directory, subdirs, names in os.walk(repo):
         here = Path(directory)
-        subdirs[:] = sorted(d for d in subdirs if d != ".git" or here != repo)
+        subdirs[:] = [d for d in subdirs if d != ".git" or here != repo]
         files += [here / name for name in names]
         files += [here / name for name in subdirs if (here / name).is_symlink()]
     return sorted(files, key=lambda path: path.relative_to(repo).as_posix())
@@ -160,7 +160,7 @@ def pack_suite(
     unknown = names_held_out - {e.name for e in entries} - {e.slug for e in entries}
     if unknown:
         raise ValueError(f"held-out libraries not in {build_dir}: {', '.join(sorted(unknown))}")
-    lines = "".join(row.model_dump_json(exclude_defaults=False) + "\n" for row in rows)
+    lines = "".join(row.model_dump_json() + "\n" for row in rows)
     (into / "tasks.jsonl.xz").write_bytes(lzma.compress(lines.encode(), preset=_XZ_PRESET))
     fingerprint = hashlib.sha256(lines.encode())
     for entry in entries:
