@@ -8,6 +8,7 @@ checkpoint under the cache directory; later loads read that checkpoint (about 1 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.metadata
 import importlib.util
@@ -241,6 +242,12 @@ class TransformersPolicy:
     Sampling draws from one ``torch.Generator`` seeded with ``seed``: a fresh policy with the
     same seed replays the same outputs for the same sequence of observations. Calls are
     serialised by a lock, so one policy may be shared between threads (the HTTP server does).
+
+    ``samples_per_prompt`` (n > 1): the first ``act`` on a prompt samples n outputs in one
+    batched decode (the prompt's cache computed once, the weights read once per token for all
+    n) and the next n - 1 ``act`` calls on the same prompt take the others; meant for one
+    policy shared by the rollouts of a GRPO group from one start state, which all begin on the
+    same prompt. A prompt met again after its n are used up is sampled afresh.
     """
 
     def __init__(
@@ -252,7 +259,10 @@ class TransformersPolicy:
         top_p: float = 1.0,
         seed: int | None = None,
         policy_version: int = 0,
+        samples_per_prompt: int = 1,
     ):
+        if samples_per_prompt < 1:
+            raise ValueError(f"samples_per_prompt must be >= 1, got {samples_per_prompt}")
         self.model = model
         self.tokenizer = tokenizer
         self.sampling = SamplingSettings(max_new_tokens, temperature, top_p)
@@ -265,9 +275,23 @@ class TransformersPolicy:
         else:
             self._generator.manual_seed(seed)
         self._lock = threading.Lock()
+        self.samples_per_prompt = samples_per_prompt
+        self._pending: dict[tuple[int, ...], list[PolicyOutput]] = {}
 
     def act(self, observation: Sequence[Mapping[str, str]]) -> PolicyOutput:
-        return self.generate(observation, self.sampling)
+        if self.samples_per_prompt == 1:
+            return self.generate(observation, self.sampling)
+        key = tuple(self.prompt_token_ids(observation))
+        with self._lock:
+            pending = self._pending.get(key)
+            if not pending:
+                pending = self._pending[key] = self.generate_many(
+                    observation, self.sampling, self.samples_per_prompt, locked=True
+                )
+            output = pending.pop(0)
+            if not pending:
+                del self._pending[key]
+        return output
 
     def prompt_token_ids(self, observation: Sequence[Mapping[str, str]]) -> list[int]:
         """The chat template applied to the observation, ending with the assistant header."""
@@ -284,6 +308,18 @@ class TransformersPolicy:
 
         Generation also stops when the context window is full.
         """
+        return self.generate_many(observation, sampling, 1)[0]
+
+    def generate_many(
+        self,
+        observation: Sequence[Mapping[str, str]],
+        sampling: SamplingSettings,
+        n: int,
+        *,
+        locked: bool = False,
+    ) -> list[PolicyOutput]:
+        """``n`` outputs for one observation, decoded as one batch (``locked``: the caller
+        holds the policy's lock)."""
         prompt_ids = self.prompt_token_ids(observation)
         if len(prompt_ids) >= self.max_positions:
             raise ContextLengthError(
@@ -291,49 +327,68 @@ class TransformersPolicy:
                 f"{self.max_positions} positions (prompt and output together)"
             )
         budget = min(sampling.max_new_tokens, self.max_positions - len(prompt_ids))
-        with self._lock:
-            output_ids, logprobs = self._decode(prompt_ids, budget, sampling)
-        return PolicyOutput(
-            text=self.tokenizer.decode(output_ids, skip_special_tokens=True),
-            prompt_token_ids=prompt_ids,
-            output_token_ids=output_ids,
-            output_logprobs=logprobs,
-            policy_version=self.policy_version,
-        )
+        with contextlib.nullcontext() if locked else self._lock:
+            decoded = self._decode(prompt_ids, budget, sampling, n)
+        return [
+            PolicyOutput(
+                text=self.tokenizer.decode(output_ids, skip_special_tokens=True),
+                prompt_token_ids=prompt_ids,
+                output_token_ids=output_ids,
+                output_logprobs=logprobs,
+                policy_version=self.policy_version,
+            )
+            for output_ids, logprobs in decoded
+        ]
 
     @torch.inference_mode()
     def _decode(
-        self, prompt_ids: list[int], budget: int, sampling: SamplingSettings
-    ) -> tuple[list[int], list[float]]:
+        self, prompt_ids: list[int], budget: int, sampling: SamplingSettings, n: int
+    ) -> list[tuple[list[int], list[float]]]:
+        """``n`` samples after one prefill of the prompt; a sample leaves the batch (and its
+        cache rows) when it stops."""
         device = self.model.device
         result = self.model(
             input_ids=torch.tensor([prompt_ids], device=device), use_cache=True, logits_to_keep=1
         )
         cache = result.cache
-        output_ids: list[int] = []
-        logprobs: list[float] = []
+        logits = result.logits[:, -1].float()
+        if n > 1:
+            cache.batch_repeat_interleave(n)
+            logits = logits.expand(n, -1)
+        outputs: list[tuple[list[int], list[float]]] = [([], []) for _ in range(n)]
+        running = list(range(n))  # the samples still decoding, in batch order
         for _ in range(budget):
-            logits = result.logits[0, -1].float()
-            token, logprob = self._choose(logits, sampling)
-            output_ids.append(token)
-            logprobs.append(logprob)
-            if token in self.stop_token_ids:
+            tokens, logprobs = self._choose(logits, sampling)
+            going = []
+            for row, (token, logprob) in enumerate(zip(tokens, logprobs, strict=True)):
+                output_ids, output_logprobs = outputs[running[row]]
+                output_ids.append(token)
+                output_logprobs.append(logprob)
+                if token not in self.stop_token_ids:
+                    going.append(row)
+            if not going:
                 break
-            result = self.model(
-                input_ids=torch.tensor([[token]], device=device),
-                cache=cache,
-                use_cache=True,
-            )
-        return output_ids, logprobs
+            if len(going) < len(running):
+                cache.batch_select_indices(torch.tensor(going, device=device))
+                running = [running[row] for row in going]
+            step = torch.tensor([[tokens[row]] for row in going], device=device)
+            result = self.model(input_ids=step, cache=cache, use_cache=True)
+            logits = result.logits[:, -1].float()
+        return outputs
 
-    def _choose(self, logits: torch.Tensor, sampling: SamplingSettings) -> tuple[int, float]:
+    def _choose(
+        self, logits: torch.Tensor, sampling: SamplingSettings
+    ) -> tuple[list[int], list[float]]:
+        """A token for each row of ``logits`` and its log-probability."""
         if sampling.temperature == 0:
-            token = int(torch.argmax(logits))
-            return token, float(torch.log_softmax(logits, dim=-1)[token])
-        logprobs = torch.log_softmax(logits / sampling.temperature, dim=-1)
-        probs = _top_p_filter(logprobs.exp(), sampling.top_p)
-        token = int(torch.multinomial(probs, 1, generator=self._generator))
-        return token, float(logprobs[token])
+            tokens = torch.argmax(logits, dim=-1)
+            logprobs = torch.log_softmax(logits, dim=-1)
+        else:
+            logprobs = torch.log_softmax(logits / sampling.temperature, dim=-1)
+            probs = _top_p_filter(logprobs.exp(), sampling.top_p)
+            tokens = torch.multinomial(probs, 1, generator=self._generator)[:, 0]
+        chosen = logprobs.gather(-1, tokens[:, None])[:, 0]
+        return [int(t) for t in tokens], [float(p) for p in chosen]
 
 
 def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:

@@ -72,6 +72,35 @@ def test_seeded_sampling_replays_and_other_seeds_differ(tiny):
     assert first != two_calls(8)
 
 
+def test_a_batched_group_has_each_samples_own_logprobs_and_stops(tiny):
+    model, tokenizer = tiny
+    policy = TransformersPolicy(model, tokenizer, temperature=1.0, seed=5)
+    stop = next(iter(policy.stop_token_ids))
+    policy.stop_token_ids = frozenset({stop, *range(600)})  # some samples stop early
+    settings = models.SamplingSettings(max_new_tokens=20, temperature=1.0)
+    outs = policy.generate_many(CHAT, settings, 4)
+    lengths = {len(out.output_token_ids) for out in outs}
+    assert len(outs) == 4 and len(lengths) > 1 and max(lengths) <= 20
+    assert len({tuple(out.output_token_ids) for out in outs}) == 4
+    for out in outs:
+        assert all(t not in policy.stop_token_ids for t in out.output_token_ids[:-1])
+        expected, _ = teacher_forced_logprobs(model, out.prompt_token_ids, out.output_token_ids, 1)
+        assert torch.allclose(torch.tensor(out.output_logprobs), expected, atol=1e-4)
+
+
+def test_samples_per_prompt_serves_a_group_from_one_batched_decode(tiny):
+    model, tokenizer = tiny
+    grouped = TransformersPolicy(
+        model, tokenizer, max_new_tokens=8, temperature=1.0, seed=2, samples_per_prompt=3
+    )
+    batch = TransformersPolicy(model, tokenizer, temperature=1.0, seed=2).generate_many(
+        CHAT, grouped.sampling, 3
+    )
+    served = [grouped.act(CHAT).output_token_ids for _ in range(3)]
+    assert served == [out.output_token_ids for out in batch]
+    assert grouped.act(CHAT).output_token_ids not in served  # the 4th call samples afresh
+
+
 def test_tiny_top_p_sampling_is_greedy(tiny):
     model, tokenizer = tiny
     greedy = TransformersPolicy(model, tokenizer, max_new_tokens=10).act(CHAT)
