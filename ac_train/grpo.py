@@ -134,6 +134,12 @@ class GRPOConfig(BaseModel):
     max_new_tokens: int = Field(default=1024, ge=1, description="per model call")
     temperature: float = Field(default=1.0, gt=0, description="sampling and learner temperature")
     rollout_workers: int = Field(default=1, ge=1, description="episodes run at once")
+    batch_groups: bool = Field(
+        default=False,
+        description="sample each group's rollouts in one batched decode (one policy shared by "
+        "the rollout workers, TransformersPolicy's samples_per_prompt): for rollouts of one "
+        "call from a demonstration start, which all begin on the same prompt",
+    )
     sampler: str | None = Field(
         default=None,
         description="openai:<model>@<url>: rollouts from a llama.cpp server started on "
@@ -186,6 +192,19 @@ class GRPOConfig(BaseModel):
             raise ValueError("sampler and sampler_weights go together (or neither)")
         if self.sampler is not None:
             parse_sampler(self.sampler)
+        return self
+
+    @model_validator(mode="after")
+    def _batched_groups_are_one_call(self) -> GRPOConfig:
+        if self.batch_groups and (
+            self.demonstration is None
+            or self.demonstration.max_policy_steps != 1
+            or self.sampler is not None
+        ):
+            raise ValueError(
+                "batch_groups: needs demonstration starts with max_policy_steps 1 (each "
+                "rollout one call, on its group's shared prompt) and in-process sampling"
+            )
         return self
 
     @model_validator(mode="after")
@@ -575,9 +594,23 @@ class GRPOTrainer:
         if sampler is not None and sampler.version != step:
             sampler.push(self.model, step)
 
+        shared = None  # batch_groups: one policy for all workers, a group per decode
+        if self.config.batch_groups:
+            shared = TransformersPolicy(
+                self.model,
+                self.tokenizer,
+                max_new_tokens=self.config.max_new_tokens,
+                temperature=self.config.temperature,
+                seed=hash((self.config.seed, step, rank)) % 2**63,
+                policy_version=step,
+                samples_per_prompt=self.config.rollouts_per_task,
+            )
+
         def policy() -> Policy:
             if sampler is not None:
                 return sampler.policy(self.sampling)
+            if shared is not None:
+                return shared
             return TransformersPolicy(
                 self.model,
                 self.tokenizer,
