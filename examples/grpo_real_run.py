@@ -1,6 +1,7 @@
-"""A real GRPO run on CPU: SmolLM2, warm-started, learning from demonstration start states.
+"""A real GRPO run: SmolLM2, warm-started, learning from demonstration start states.
 
     .venv/bin/python examples/grpo_real_run.py --out runs/grpo-real-run [--quick]
+    bash scripts/grpo_gpu.sh ...    # the same on one GPU (--preset gpu), see that script
 
 SmolLM2-135M solves no built-in task from its start, so GRPO from the start has no signal
 (every group's rewards are 0). This run uses a reverse curriculum (``ac_train.start_states``):
@@ -16,17 +17,23 @@ SmolLM2-135M solves no built-in task from its start, so GRPO from the start has 
    write the fix. Depths 2 and 1 (before verify, submit) start with the fix in the
    workspace: rewarded unless the policy undoes it;
 4. ``grpo``: segment-aware GRPO from the train tasks' start states (same depths), reward 1
-   when the final workspace passes the task's tests;
-5. ``after``: the held-out success again, with the GRPO model.
+   when the final workspace passes the task's tests, until ``--steps`` steps had an
+   informative group (rewards not all equal: a step without one has no gradient) or
+   ``--max-steps`` in all. Each group is sampled in one batched decode;
+5. ``after``: the held-out success again, with the last GRPO checkpoint.
 
-Every stage resumes from what it wrote. Writes ``OUT/results.json`` and ``OUT/results.png``
-(the reward curve over steps and held-out success before and after).
+Held-out success is the mean over start states (each averaged over its samples) with a 95%
+bootstrap interval over start states; after minus before is paired by start state. Every
+stage resumes from what it wrote. Writes ``OUT/results.json`` (the per-step curve: reward and
+informative groups; the held-out rewards of each start state; the table; wall time and
+tokens) and ``OUT/results.png``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +42,16 @@ import torch
 
 import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
 from ac_env.agents import ReferenceAgent, RolloutJob, rollout_many
+from ac_env.bench.metrics import Estimate, bootstrap_mean, paired_difference
 from ac_env.tasks import load_tasks
 from ac_env.trajectory import Trajectory
-from ac_train.grpo import DemonstrationStarts, GRPOConfig, GRPOTrainer, read_metrics
+from ac_train.grpo import (
+    DemonstrationStarts,
+    GRPOConfig,
+    GRPOTrainer,
+    StepMetrics,
+    read_metrics,
+)
 from ac_train.models import TransformersPolicy, load_model
 from ac_train.segments import segment_trajectory
 from ac_train.sft import SFTRunConfig, run_sft
@@ -45,6 +59,12 @@ from ac_train.start_states import StartState, demonstration_starts
 
 ENV: dict[str, Any] = {"split": "easy", "forced_compaction_threshold": 6144}
 MAX_ENV_STEPS, CONTEXT_WINDOW = 50, 8192  # SmolLM2's window
+PRESETS: dict[str, dict[str, Any]] = {
+    "cpu": {},
+    # one GPU (scripts/grpo_gpu.sh): a group costs one batched decode whatever its size, and
+    # 8 workers grade 8 rollouts at once
+    "gpu": {"device": "cuda", "group_size": 8, "samples": 4, "workers": 8, "threads": 8},
+}
 
 
 def parse_args() -> argparse.Namespace:
@@ -52,8 +72,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=Path("runs/grpo-real-run"))
     parser.add_argument("--model", default="smollm2", help="'smollm2', an HF name or a dir")
     parser.add_argument("--train-tasks", type=int, default=20)
-    parser.add_argument("--eval-tasks", type=int, default=4)
-    parser.add_argument("--samples", type=int, default=4, help="held-out rollouts per start")
+    parser.add_argument("--eval-tasks", type=int, default=8)
+    parser.add_argument("--samples", type=int, default=3, help="held-out rollouts per start")
     parser.add_argument(
         "--steps-left",
         type=int,
@@ -62,7 +82,10 @@ def parse_args() -> argparse.Namespace:
         help="start depths: before the demonstrator's n-th call from the end (3: its edit)",
     )
     parser.add_argument("--max-policy-steps", type=int, default=1, help="env steps per start")
-    parser.add_argument("--steps", type=int, default=6, help="GRPO optimizer steps")
+    parser.add_argument(
+        "--steps", type=int, default=12, help="GRPO optimizer steps with an informative group"
+    )
+    parser.add_argument("--max-steps", type=int, default=24, help="GRPO steps in all, at most")
     parser.add_argument("--tasks-per-step", type=int, default=1)
     parser.add_argument("--group-size", type=int, default=6)
     parser.add_argument("--max-new-tokens", type=int, default=640, help="edits: 310-500")
@@ -70,11 +93,16 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--learning-rate", type=float, default=2e-5, help="GRPO")
     parser.add_argument("--bc-learning-rate", type=float, default=1e-4)
     parser.add_argument("--bc-epochs", type=float, default=1.0)
+    parser.add_argument("--device", default="cpu", help="'cuda': see scripts/grpo_gpu.sh")
+    parser.add_argument("--workers", type=int, default=2, help="rollouts at once (grading)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--quick", action="store_true", help="1 task each, 1 SFT and GRPO step")
+    parser.add_argument("--preset", choices=list(PRESETS), default="cpu", help="'gpu': one GPU")
+    parser.set_defaults(**PRESETS[parser.parse_known_args()[0].preset])
     args = parser.parse_args()
     if args.quick:
         args.train_tasks, args.eval_tasks, args.samples, args.steps = 1, 1, 1, 1
+        args.max_steps = 1
         args.tasks_per_step, args.group_size, args.max_new_tokens = 1, 2, 16
     return args
 
@@ -93,7 +121,9 @@ def warm_start(args: argparse.Namespace, train_ids: list[str]) -> str:
         return str(final)
     _, tokenizer = load_model(args.model)
     jobs = [RolloutJob(options={"task_id": task_id}) for task_id in train_ids]
-    demos = rollout_many(make_env, lambda: ReferenceAgent("after_locate"), jobs, workers=2)
+    demos = rollout_many(
+        make_env, lambda: ReferenceAgent("after_locate"), jobs, workers=args.workers
+    )
     depth = max(args.steps_left)
     segments = [
         segment
@@ -138,37 +168,68 @@ def eval_starts(args: argparse.Namespace, eval_ids: list[str]) -> list[StartStat
     return starts
 
 
-def held_out_success(
+def held_out_rewards(
     args: argparse.Namespace, model_dir: str, starts: list[StartState]
-) -> dict[str, float]:
-    """Success from the eval tasks' start states (``--samples`` rollouts of each): over all,
-    and per depth."""
+) -> tuple[dict[str, list[float]], int]:
+    """The rewards of ``--samples`` rollouts from each held-out start state (by start id),
+    and the tokens the policy generated."""
     model, tokenizer = load_model(model_dir)
-    model.eval()
-    seeds = iter(range(1000))
-
-    def policy() -> TransformersPolicy:
-        return TransformersPolicy(
-            model,
-            tokenizer,
-            max_new_tokens=args.max_new_tokens,
-            temperature=args.temperature,
-            seed=next(seeds),
-        )
-
+    model.to(args.device).eval()
+    policy = TransformersPolicy(  # shared: a start's samples come from one batched decode
+        model,
+        tokenizer,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        seed=0,
+        samples_per_prompt=args.samples,
+    )
     jobs = [
         RolloutJob(options={"task_id": start.task_id}, start=start.snapshot)
         for start in starts
         for _ in range(args.samples)
     ]
-    runs = rollout_many(make_env, policy, jobs, workers=2, max_steps=args.max_policy_steps)
-    rewards = [run.end.reward if run.end is not None else 0.0 for run in runs]
-    depths = [start.steps_left for start in starts for _ in range(args.samples)]
-    success = {"all": sum(rewards) / len(rewards)}
-    for depth in sorted(set(depths)):
-        mine = [r for r, d in zip(rewards, depths, strict=True) if d == depth]
-        success[f"steps_left={depth}"] = sum(mine) / len(mine)
-    return success
+    runs = rollout_many(
+        make_env, lambda: policy, jobs, workers=args.workers, max_steps=args.max_policy_steps
+    )
+    rewards: dict[str, list[float]] = {start.id: [] for start in starts}
+    for start, run in zip([s for s in starts for _ in range(args.samples)], runs, strict=True):
+        if run.reward is not None:  # None: an infra error, not a policy failure
+            rewards[start.id].append(run.reward)
+    return rewards, sum(generated_tokens(run) for run in runs)
+
+
+def generated_tokens(trajectory: Trajectory) -> int:
+    return sum(len(call.output_token_ids or []) for call in trajectory.model_calls())
+
+
+def success_table(results: dict[str, Any]) -> dict[str, dict[str, Estimate]]:
+    """Held-out success before and after, and after minus before, over all start states and
+    per depth: the mean over start states (each first averaged over its samples) with a 95%
+    bootstrap interval from resampling start states (paired for the difference)."""
+    table: dict[str, dict[str, Estimate]] = {}
+    depths = sorted({start_id.rsplit("@-", 1)[1] for start_id in results["before"]})
+    for name, keep in [("all", ""), *((f"steps_left={d}", f"@-{d}") for d in depths)]:
+        before = {k: v for k, v in results["before"].items() if k.endswith(keep)}
+        after = {k: v for k, v in results["after"].items() if k.endswith(keep)}
+        table[name] = {
+            "before": bootstrap_mean(list(before.values())),
+            "after": bootstrap_mean(list(after.values())),
+            "after - before": paired_difference(after, before),
+        }
+    return table
+
+
+def grpo(trainer: GRPOTrainer, args: argparse.Namespace) -> list[StepMetrics]:
+    """GRPO steps until ``--steps`` of them had an informative group (a group whose rewards
+    differ: the only ones with a gradient), or ``--max-steps`` in all; the metrics of each."""
+    while True:
+        trainer.train()  # resumes from the latest checkpoint
+        curve = read_metrics(trainer.config.output_dir)
+        informative = sum(m.informative_groups > 0 for m in curve)
+        if informative >= args.steps or len(curve) >= args.max_steps:
+            return curve
+        more = min(len(curve) + args.steps - informative, args.max_steps)
+        trainer.config = trainer.config.model_copy(update={"steps": more})
 
 
 def main() -> None:
@@ -178,18 +239,26 @@ def main() -> None:
     train_ids = [t.instance_id for t in load_tasks(split="easy", subset="train")]
     eval_ids = [t.instance_id for t in load_tasks(split="easy", subset="eval")]
     train_ids = train_ids[: args.train_tasks]
-
-    print("== 1-2. warm start on the demonstrations")
-    bc = warm_start(args, train_ids)
-
     results_path = args.out / "results.json"
     results: dict[str, Any] = json.loads(results_path.read_text()) if results_path.exists() else {}
-    evaluated = "before" in results and results.get("after_step") == args.steps
+    cost: dict[str, Any] = results.setdefault("cost", {"wall_s": {}, "generated_tokens": {}})
+
+    def save() -> None:
+        results_path.write_text(json.dumps(results, indent=2) + "\n")
+
+    print("== 1-2. warm start on the demonstrations")
+    started = time.perf_counter()
+    bc = warm_start(args, train_ids)
+    cost["wall_s"].setdefault("bc", time.perf_counter() - started)
+
+    evaluated = "before" in results and "after" in results
     starts = [] if evaluated else eval_starts(args, eval_ids)
     if "before" not in results:
         print("== 3. held-out success before GRPO")
-        results["before"] = held_out_success(args, bc, starts)
-        results_path.write_text(json.dumps(results, indent=2) + "\n")
+        started = time.perf_counter()
+        results["before"], cost["generated_tokens"]["before"] = held_out_rewards(args, bc, starts)
+        cost["wall_s"]["before"] = time.perf_counter() - started
+        save()
 
     print("== 4. GRPO from the train tasks' start states")
     config = GRPOConfig(
@@ -205,44 +274,62 @@ def main() -> None:
         max_new_tokens=args.max_new_tokens,
         temperature=args.temperature,
         learning_rate=args.learning_rate,
-        rollout_workers=2,
+        rollout_workers=args.workers,
+        batch_groups=True,
         micro_batch_size=1,
-        save_every=1,
+        save_every=4,  # a checkpoint is 1.6 GB (weights and optimizer)
         demonstration=DemonstrationStarts(
             steps_left=args.steps_left, max_policy_steps=args.max_policy_steps
         ),
     )
-    GRPOTrainer(config).train()
-    curve = read_metrics(config.output_dir)
+    curve = grpo(GRPOTrainer(config), args)
 
-    if results.get("after_step") != args.steps:  # a longer rerun evaluates its last step
+    if results.get("after_step") != len(curve):  # a longer rerun evaluates its last step
         print("== 5. held-out success after GRPO")
-        last = config.output_dir / f"checkpoint-{args.steps}"
-        results["after"] = held_out_success(args, str(last), starts)
-        results["after_step"] = args.steps
-    results["reward_curve"] = [m.reward_mean for m in curve]
-    results["informative_groups"] = [m.informative_groups for m in curve]
-    results["format_error_rate"] = [m.format_error_rate for m in curve]
+        started = time.perf_counter()
+        last = str(config.output_dir / f"checkpoint-{len(curve)}")
+        results["after"], cost["generated_tokens"]["after"] = held_out_rewards(args, last, starts)
+        cost["wall_s"]["after"] = time.perf_counter() - started
+        results["after_step"] = len(curve)
+    results["curve"] = [
+        {
+            "step": m.step,
+            "reward": m.reward_mean,
+            "informative_groups": m.informative_groups,
+            "groups": args.tasks_per_step,
+            "format_error_rate": m.format_error_rate,
+        }
+        for m in curve
+    ]
+    results["success"] = {
+        name: {column: e.model_dump() for column, e in row.items()}
+        for name, row in success_table(results).items()
+    }
+    cost["wall_s"]["grpo"] = sum(m.rollout_s + m.learn_s for m in curve)
+    cost["learner_tokens"] = sum(m.tokens for m in curve)
     results["settings"] = {k: str(v) for k, v in vars(args).items()}
-    results_path.write_text(json.dumps(results, indent=2) + "\n")
+    save()
     report(results, args.out / "results.png")
 
 
 def report(results: dict[str, Any], path: Path) -> None:
     print(f"\n{'step':>4} {'train reward':>12} {'informative groups':>18} {'format errors':>13}")
-    rows = zip(
-        results["reward_curve"],
-        results["informative_groups"],
-        results["format_error_rate"],
-        strict=True,
-    )
-    for step, (reward, informative, errors) in enumerate(rows):
-        reward = reward if reward is not None else float("nan")
+    for row in results["curve"]:
+        reward = row["reward"] if row["reward"] is not None else float("nan")
+        errors = row["format_error_rate"]
         errors = errors if errors is not None else float("nan")
-        print(f"{step:>4} {reward:>12.2f} {informative:>18} {errors:>13.2f}")
-    for name in results["before"]:
-        before, after = results["before"][name], results["after"][name]
-        print(f"held-out success ({name}): before {before:.2f}, after {after:.2f}")
+        informative = f"{row['informative_groups']}/{row['groups']}"
+        print(f"{row['step']:>4} {reward:>12.2f} {informative:>18} {errors:>13.2f}")
+    print("\nheld-out success, mean over start states [95% bootstrap interval], n start states")
+    for name, row in results["success"].items():
+        shown = [f"{c}: {e['mean']:.2f} [{e['low']:.2f}, {e['high']:.2f}]" for c, e in row.items()]
+        print(f"  {name}: " + "; ".join(shown) + f"; n={row['before']['n']}")
+    cost = results["cost"]
+    wall = ", ".join(f"{stage} {seconds / 60:.1f}" for stage, seconds in cost["wall_s"].items())
+    print(
+        f"wall minutes: {wall}; generated tokens (held-out): {cost['generated_tokens']}; "
+        f"learner tokens: {cost['learner_tokens']}"
+    )
 
     import matplotlib
 
@@ -250,21 +337,27 @@ def report(results: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (curve, bars) = plt.subplots(1, 2, figsize=(9, 3.5), width_ratios=[2, 1])
-    rewards = [r if r is not None else float("nan") for r in results["reward_curve"]]
-    curve.plot(range(len(rewards)), rewards, marker="o")
+    steps = [row["step"] for row in results["curve"]]
+    rewards = [r["reward"] if r["reward"] is not None else float("nan") for r in results["curve"]]
+    curve.plot(steps, rewards, marker="o", label="mean reward")
+    shares = [row["informative_groups"] / row["groups"] for row in results["curve"]]
+    curve.bar(steps, shares, alpha=0.3, color="grey", label="informative groups (share)")
     curve.set_xlabel("GRPO step")
-    curve.set_ylabel("mean reward of the step's rollouts")
     curve.set_ylim(-0.05, 1.05)
     curve.set_title("train start states")
-    names = list(results["before"])
+    curve.legend(fontsize="small")
+    names = list(results["success"])
     width = 0.4
     for offset, stage in ((0.0, "before"), (width, "after")):
-        heights = [results[stage][name] for name in names]
-        bars.bar([i + offset for i in range(len(names))], heights, width, label=stage)
+        cells = [results["success"][name][stage] for name in names]
+        heights = [c["mean"] for c in cells]
+        errors = [[c["mean"] - c["low"] for c in cells], [c["high"] - c["mean"] for c in cells]]
+        x = [i + offset for i in range(len(names))]
+        bars.bar(x, heights, width, yerr=errors, capsize=3, label=stage)
     bars.set_xticks([i + width / 2 for i in range(len(names))])
     bars.set_xticklabels([name.replace("steps_left=", "depth ") for name in names])
     bars.set_ylim(0, 1)
-    bars.set_title("held-out success")
+    bars.set_title("held-out success (95% CI)")
     bars.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
