@@ -146,6 +146,43 @@ def test_grpo_steps_from_demonstration_starts(tmp_path, tiny_task_file, monkeypa
     assert any(not torch.equal(v, initial[k]) for k, v in model.state_dict().items())
 
 
+@pytest.mark.slow
+def test_batch_groups_samples_each_group_in_one_decode(tmp_path, tiny_task_file, monkeypatch):
+    decodes = []
+    original = TransformersPolicy._decode
+
+    def counted(self, prompt_ids, budget, sampling, n):
+        decodes.append(n)
+        return original(self, prompt_ids, budget, sampling, n)
+
+    monkeypatch.setattr(TransformersPolicy, "_decode", counted)
+    model, tokenizer = tiny_model_and_tokenizer()
+    config = GRPOConfig(
+        output_dir=tmp_path / "run",
+        env={"task_source": str(tiny_task_file), "split": None},
+        forced_compaction_threshold=3000,
+        steps=1,
+        tasks_per_step=2,
+        rollouts_per_task=3,
+        rollout_workers=2,
+        rollout_max_tokens=4096,
+        max_new_tokens=6,
+        progress=False,
+        demonstration=DemonstrationStarts(steps_left=[3], max_policy_steps=1),
+        batch_groups=True,
+    )
+    (metrics,) = GRPOTrainer(config, model, tokenizer).train()
+    assert decodes == [3, 3] and metrics.rollouts == 6
+    with pytest.raises(ValueError, match="batch_groups: needs demonstration starts"):
+        GRPOConfig(output_dir=tmp_path, batch_groups=True)
+    with pytest.raises(ValueError, match="batch_groups: needs demonstration starts"):
+        GRPOConfig(
+            output_dir=tmp_path,
+            batch_groups=True,
+            demonstration=DemonstrationStarts(max_policy_steps=2),
+        )
+
+
 def test_demonstration_starts_are_refused_where_unsupported(tmp_path):
     config = GRPOConfig(output_dir=tmp_path, demonstration=DemonstrationStarts())
     with pytest.raises(ValueError, match="asynchronous"):
