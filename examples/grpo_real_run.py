@@ -32,6 +32,7 @@ tokens) and ``OUT/results.png``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 from pathlib import Path
@@ -251,12 +252,11 @@ def main() -> None:
     bc = warm_start(args, train_ids)
     cost["wall_s"].setdefault("bc", time.perf_counter() - started)
 
-    evaluated = "before" in results and "after" in results
-    starts = [] if evaluated else eval_starts(args, eval_ids)
+    starts = functools.cache(lambda: eval_starts(args, eval_ids))  # made when first needed
     if "before" not in results:
         print("== 3. held-out success before GRPO")
         started = time.perf_counter()
-        results["before"], cost["generated_tokens"]["before"] = held_out_rewards(args, bc, starts)
+        results["before"], cost["generated_tokens"]["before"] = held_out_rewards(args, bc, starts())
         cost["wall_s"]["before"] = time.perf_counter() - started
         save()
 
@@ -288,7 +288,7 @@ def main() -> None:
         print("== 5. held-out success after GRPO")
         started = time.perf_counter()
         last = str(config.output_dir / f"checkpoint-{len(curve)}")
-        results["after"], cost["generated_tokens"]["after"] = held_out_rewards(args, last, starts)
+        results["after"], cost["generated_tokens"]["after"] = held_out_rewards(args, last, starts())
         cost["wall_s"]["after"] = time.perf_counter() - started
         results["after_step"] = len(curve)
     results["curve"] = [
