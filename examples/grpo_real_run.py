@@ -27,6 +27,11 @@ bootstrap interval over start states; after minus before is paired by start stat
 stage resumes from what it wrote. Writes ``OUT/results.json`` (the per-step curve: reward and
 informative groups; the held-out rewards of each start state; the table; wall time and
 tokens) and ``OUT/results.png``.
+
+Cost: every sequence is a post-compaction context of about 4,600 tokens. On 2 cores shared
+with other jobs (load 7-8) the warm start's SFT took 694 s per optimizer step of 2 such
+sequences (13 trained tokens/s), so this run's defaults take many hours there; on one GPU,
+``--preset gpu`` (``scripts/grpo_gpu.sh``).
 """
 
 from __future__ import annotations
