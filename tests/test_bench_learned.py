@@ -12,6 +12,7 @@ import pytest
 from ac_env.bench.cli import main
 from ac_env.bench.config import BenchConfig
 from ac_env.bench.episode_policy import compaction_rules, run_timing_policy, timing_policy_path
+from ac_env.bench.fork import run_fork
 from ac_env.timing.features import FEATURE_INDEX, FEATURE_NAMES
 from ac_env.timing.policy_file import DEFAULT_TIMING_POLICY, load_timing_policy, save_timing_policy
 from ac_env.trajectory import Trajectory
@@ -79,6 +80,25 @@ def test_self_follows_the_rubric_and_learned_the_timing_policy(tiny_task_file, t
     }
     assert rules["self"]["timing_policy"] is None
     assert json.loads((out / "config.json").read_text())["timing_policy"] == str(policy)
+
+
+@pytest.mark.slow
+def test_fork_continues_the_timing_policys_compaction_with_the_policy(tiny_task_file, tmp_path):
+    config = BenchConfig(
+        task_source=str(tiny_task_file),
+        split=None,
+        task_ids=["tiny-calc-1"],
+        strategies=["learned"],
+        timing_policy=str(every_five_turns(tmp_path / "every5.json")),
+        budgets=[1.0],
+        workers=1,
+    )
+    [fork] = run_fork(config, tmp_path / "run", progress=False)
+    assert (fork.step, fork.kind) == (5, "proactive")
+    # with it: the policy goes on deciding (no second compaction before the submission)
+    assert fork.with_compaction.exit_reason == "submitted"
+    assert fork.with_compaction.compactions == 1
+    assert fork.without_compaction.compactions == 0
 
 
 @pytest.mark.parametrize("problem", ["missing", "corrupt", "other features"])
