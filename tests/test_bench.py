@@ -54,7 +54,7 @@ def counting(monkeypatch) -> list[tuple[str, str, int]]:
     ran: list[tuple[str, str, int]] = []
     real = runner_module.run_episode
 
-    def run_episode(config, job, out, timing=None):
+    def run_episode(config, job, out, timing):
         ran.append(job.key)
         return real(config, job, out, timing)
 

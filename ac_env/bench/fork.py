@@ -265,7 +265,7 @@ def fork_episode(
     fork_dir: Path,
     done_steps: set[int],
     written: Callable[[ForkRecord], None],
-    timing: TimingPolicy | None = None,
+    timing: TimingPolicy | None,
 ) -> ForkEpisode:
     """The original run of ``job`` and the forks of its compactions not in ``done_steps``
     (each passed to ``written`` as it finishes); retried once after a crash or an

@@ -147,7 +147,7 @@ def run_benchmark(
 
 
 def run_episode(
-    config: BenchConfig, job: Job, out: Path, timing: TimingPolicy | None = None
+    config: BenchConfig, job: Job, out: Path, timing: TimingPolicy | None
 ) -> EpisodeRecord:
     """One episode, retried once after an infrastructure failure (the last recorded attempt,
     with its trajectory, stands). A policy that cannot be made (a bad worker) raises: that is
