@@ -45,8 +45,8 @@ def instant_policy(monkeypatch):
     """Episodes of one step (submit), so runner tests do not wait for an agent."""
     monkeypatch.setattr(
         runner_module,
-        "policy_factory",
-        lambda *args: lambda seed: SubmitAtOnce(),
+        "episode_policies",
+        lambda *args: lambda seed: lambda env: SubmitAtOnce(),
     )
 
 
@@ -54,9 +54,9 @@ def counting(monkeypatch) -> list[tuple[str, str, int]]:
     ran: list[tuple[str, str, int]] = []
     real = runner_module.run_episode
 
-    def run_episode(config, job, out):
+    def run_episode(config, job, out, timing):
         ran.append(job.key)
-        return real(config, job, out)
+        return real(config, job, out, timing)
 
     monkeypatch.setattr(runner_module, "run_episode", run_episode)
     return ran
@@ -180,7 +180,7 @@ def separate_run(tiny_task_file, strategy: str, budget: float, task_id: str):
         budget_usd=budget,
         **get_strategy(strategy).env_kwargs(),
     )
-    trajectory = rollout(env, ReferenceAgent("after_locate"), seed=0, options={"task_id": task_id})
+    trajectory = rollout(env, ReferenceAgent("rubric"), seed=0, options={"task_id": task_id})
     env.close()
     return trajectory
 
@@ -189,7 +189,7 @@ def separate_run(tiny_task_file, strategy: str, budget: float, task_id: str):
 def one_run(tiny_task_file, tmp_path_factory):
     """The benchmark at budgets that cut the reference agent's episode at different steps,
     chosen from a pilot episode's spending."""
-    pilot = separate_run(tiny_task_file, "learned", 10.0, "tiny-calc-1")
+    pilot = separate_run(tiny_task_file, "self", 10.0, "tiny-calc-1")
     totals, spent = [], 0.0
     for call in pilot.model_calls():
         spent += call.cost.usd
@@ -198,7 +198,7 @@ def one_run(tiny_task_file, tmp_path_factory):
     config = BenchConfig(
         task_source=str(tiny_task_file),
         split=None,
-        strategies=["learned", "masking"],
+        strategies=["self", "masking"],
         budgets=budgets,
     )
     out = tmp_path_factory.mktemp("bench")
@@ -208,13 +208,13 @@ def one_run(tiny_task_file, tmp_path_factory):
 @pytest.mark.slow
 def test_every_budget_from_one_run_equals_separate_runs(tiny_task_file, one_run):
     config, records, _ = one_run
-    learned = [r for r in records if r.strategy == "learned"]
-    assert len(learned) == 2
-    for record in learned:
+    rubric = [r for r in records if r.strategy == "self"]
+    assert len(rubric) == 2
+    for record in rubric:
         outcomes = {o.budget: o for o in record.budgets}
         assert outcomes[10.0].reward == 1.0 and outcomes[10.0].exit_reason == "submitted"
         for budget in config.budgets[:2]:
-            separate = separate_run(tiny_task_file, "learned", budget, record.instance_id)
+            separate = separate_run(tiny_task_file, "self", budget, record.instance_id)
             end = separate.end
             assert end is not None and end.exit_reason == "budget"
             derived = outcomes[budget]
@@ -231,12 +231,12 @@ def test_report_tables_and_plots(one_run):
     config, records, out = one_run
     report = write_report(config, records, out)
     header = report.text.splitlines()
-    assert any(line.startswith("| learned | 0% [0-0]") for line in header)
+    assert any(line.startswith("| self | 0% [0-0]") for line in header)
     assert any(line.startswith("| masking |") for line in header)
     assert "100% [100-100]" in report.text  # at the highest budget both tasks are solved
     audit_rows = report.text.split("## Summary audit")[1].splitlines()
-    # learned: one summary per episode (after locating), two episodes; masking writes none
-    assert any(row.startswith("| learned | 2 |") for row in audit_rows)
+    # self: one summary per episode (after locating), two episodes; masking writes none
+    assert any(row.startswith("| self | 2 |") for row in audit_rows)
     assert any(row.startswith("| masking | 0 |") for row in audit_rows)
     for plot in report.plots:
         assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 10_000

@@ -58,8 +58,8 @@ def _bash(command: str) -> PolicyOutput:
 def forgetful(monkeypatch):
     monkeypatch.setattr(
         fork_module,
-        "policy_factory",
-        lambda *args: lambda seed: ForgetfulFixer(),
+        "episode_policies",
+        lambda *args: lambda seed: lambda env: ForgetfulFixer(),
     )
 
 
@@ -68,7 +68,7 @@ def config_for(task_file: Path, task_ids: list[str] | None = None) -> BenchConfi
         task_source=str(task_file),
         split=None,
         task_ids=task_ids,
-        strategies=["learned"],
+        strategies=["self"],
         budgets=[1.0],
         workers=1,
     )
@@ -105,7 +105,7 @@ def test_branches_differ_exactly_at_the_compaction(tiny_task_file, tmp_path, for
     config = config_for(tiny_task_file, ["tiny-calc-1"])
     (fork,) = run_fork(config, tmp_path, progress=False)
     root = tmp_path / FORK_DIR
-    original = Trajectory.read(root / f"trajectories/learned/{fork.instance_id}__seed0.jsonl")
+    original = Trajectory.read(root / f"trajectories/self/{fork.instance_id}__seed0.jsonl")
     with_ = Trajectory.read(root / fork.with_compaction.trajectory)
     without = Trajectory.read(root / fork.without_compaction.trajectory)
     assert (fork.step, fork.kind) == (1, "proactive")
@@ -178,10 +178,10 @@ def test_resume_skips_written_forks_and_the_cli_writes_the_report(
     tiny_task_file, tmp_path, forgetful, monkeypatch, capsys
 ):
     args = ["--fork", "--out", str(tmp_path), "--source", str(tiny_task_file), "--split", "all"]
-    args += ["--strategies", "learned", "--budgets", "1", "--workers", "1", "--no-progress"]
+    args += ["--strategies", "self", "--budgets", "1", "--workers", "1", "--no-progress"]
     assert main(args) == 0
     printed = capsys.readouterr().out
-    assert "| learned | 2 (2/0) | 0 | 0 | 2 |" in printed  # both tasks: hurt by compacting
+    assert "| self | 2 (2/0) | 0 | 0 | 2 |" in printed  # both tasks: hurt by compacting
     root = tmp_path / FORK_DIR
     summary = json.loads((root / "summary.json").read_text())
     assert summary["strategies"][0]["hurt"] == 2 and len(summary["forks"]) == 2
@@ -209,6 +209,6 @@ def test_resume_skips_written_forks_and_the_cli_writes_the_report(
     run_fork(config_for(tiny_task_file), tmp_path, progress=False)
     missing = ForkRecord.model_validate_json(lines[1])
     assert branches == [
-        f"learned/{missing.instance_id}__seed0 with",
-        f"learned/{missing.instance_id}__seed0 without",
+        f"self/{missing.instance_id}__seed0 with",
+        f"self/{missing.instance_id}__seed0 without",
     ]

@@ -194,6 +194,37 @@ def test_forced_compaction_request_gets_a_valid_summary_of_its_state():
     assert read_summary(summary).failing == FAILING
 
 
+SUITE_OUTPUT = (
+    "[exit code 1]\nFAILED tests/test_ops.py::test_add - assert -1 == 5\n1 failed, 1 passed in 0.1s"
+)
+LONG_ISSUE = ISSUE + "\n\n" + "The traceback, repeated: add(2, 3) -> -1.\n" * 1500
+
+
+def after_the_suite(agent: ReferenceAgent, issue: str, *head: tuple[str, str]):
+    """The observation after the agent's first command (the suite) and its output."""
+    first = agent.act(observation(*head, issue=issue)).text
+    return observation(*head, ("assistant", first), ("user", SUITE_OUTPUT), issue=issue)
+
+
+def test_rubric_compacts_past_its_token_size_not_before():
+    agent = ReferenceAgent(compact_when="rubric")
+    assert isinstance(
+        TerminalParser().parse(agent.act(after_the_suite(agent, LONG_ISSUE)).text), Compact
+    )
+    short = agent.act(after_the_suite(agent, ISSUE)).text
+    assert step_kind(short) == "locate"  # running the suite ends no phase: no compaction
+    # the agent that compacts after locating does not compact for size
+    eager = ReferenceAgent(compact_when="after_locate")
+    assert step_kind(eager.act(after_the_suite(eager, LONG_ISSUE)).text) == "locate"
+
+
+def test_rubric_does_not_compact_again_a_few_turns_after_a_summary():
+    agent = ReferenceAgent(compact_when="rubric")
+    summary = write_summary(WorkingState(), "t", "run the test suite")
+    obs = after_the_suite(agent, LONG_ISSUE, ("user", summary))
+    assert step_kind(agent.act(obs).text) == "locate"
+
+
 def test_summary_with_the_location_resumes_by_reading_it():
     summary = write_summary(WorkingState(failing=FAILING, suspects=[SUSPECT]), "t", "read")
     text = ReferenceAgent().act(observation(("user", summary))).text

@@ -25,10 +25,11 @@ Every command starts with a comment naming its step (``# try: pkg/mod.py:12 `<` 
 which is how the agent recognizes its own steps in the history. ``compact_when="after_locate"``
 makes it compact on its own once the bug is located, ``"after_fix"`` once the whole suite has
 confirmed a partial fix (a bug among several fixed: the summary carries the kept fixes, and
-what the next bug needs is found afresh); both are phase-aware triggers, in the form of the
-env's ``compaction_protocol``: the summary itself (``inline``), or a bare ``compact`` call and
-then the summary the env asks for (``tool_call``). It always answers the environment's
-requests for a summary with a valid one.
+what the next bug needs is found afresh); ``"rubric"`` follows the ``self`` strategy's rubric
+(``COMPACTION_RUBRIC``; ``_rubric_compacts`` says which of its lines, and how). All are
+triggers in the form of the env's ``compaction_protocol``: the summary itself (``inline``), or
+a bare ``compact`` call and then the summary the env asks for (``tool_call``). It always
+answers the environment's requests for a summary with a valid one.
 """
 
 from __future__ import annotations
@@ -51,9 +52,12 @@ from ac_env.compaction.protocol import CompactionProtocol
 from ac_env.compaction.texts import COMPACTION_REQUEST, WORKING_STATE_REQUEST
 from ac_env.policy import PolicyOutput
 from ac_env.test_log import TestRunSummary, summarize_pytest_output
+from ac_env.tokens import ApproxTokenCounter
 
-CompactWhen = Literal["never", "after_locate", "after_fix"]
+CompactWhen = Literal["never", "after_locate", "after_fix", "rubric"]
 
+RUBRIC_TOKENS = 12_000  # the rubric's "more than about 12,000 tokens"
+RUBRIC_SETTLE_TURNS = 3  # the rubric's "a few turns ago": fewer own turns than this
 MAX_KEPT_FIXES = 3  # partial fixes kept on top of each other (a bug each): four bugs in all
 SUITE_TIMEOUT_S = 55  # under the env's default 60 s command limit
 TRY_TIMEOUT_S = 20  # the failing tests alone; a candidate that makes them hang is wrong
@@ -286,9 +290,10 @@ class ReferenceAgent:
         compact_when: CompactWhen = "never",
         compaction_protocol: CompactionProtocol = "inline",
     ) -> None:
-        if compact_when not in ("never", "after_locate", "after_fix"):
+        if compact_when not in ("never", "after_locate", "after_fix", "rubric"):
             raise ValueError(
-                f"compact_when: {compact_when!r} is not 'never', 'after_locate' or 'after_fix'"
+                f"compact_when: {compact_when!r} is not 'never', 'after_locate', 'after_fix' "
+                "or 'rubric'"
             )
         if compaction_protocol not in ("inline", "tool_call"):
             raise ValueError(
@@ -304,7 +309,7 @@ class ReferenceAgent:
         thought, command, next_step = self._decide(state, reproduction)
         if history.compaction_requested:
             return PolicyOutput(text=write_summary(state, _task_line(history.issue), next_step))
-        if self._compacts_now(history, state):
+        if self._compacts_now(history, state, observation):
             if self.compaction_protocol == "tool_call":
                 return PolicyOutput(text=f"THOUGHT: compact now\n{CompactCall().render()}")
             return PolicyOutput(text=write_summary(state, _task_line(history.issue), next_step))
@@ -312,13 +317,17 @@ class ReferenceAgent:
             return PolicyOutput(text=f"THOUGHT: {thought}\n```bash\nsubmit\n```")
         return PolicyOutput(text=f"THOUGHT: {thought}\n```bash\n{_importable(command)}\n```")
 
-    def _compacts_now(self, history: History, state: WorkingState) -> bool:
+    def _compacts_now(
+        self, history: History, state: WorkingState, observation: Sequence[Mapping[str, str]]
+    ) -> bool:
         """The phase-aware trigger: right after locating (again, for the rest of a bug among
         several), unless the summary already holds this location; or right after the whole
-        suite kept a partial fix that the summary does not hold yet."""
+        suite kept a partial fix that the summary does not hold yet; or the rubric's rule."""
         if not history.turns:
             return False
         summarized = read_summary(history.summary) if history.summary else WorkingState()
+        if self.compact_when == "rubric":
+            return _rubric_compacts(history, state, summarized, observation)
         if self.compact_when == "after_fix":
             kept_now = history.turns[-1].kind == "verify" and state.kept
             return bool(kept_now) and len(state.kept) > len(summarized.kept)
@@ -343,6 +352,48 @@ class ReferenceAgent:
         if state.from_issue and reproduction is not None:
             return localize_command(reproduction.snippet)
         return localize_command(failing=state.target)
+
+
+def _rubric_compacts(
+    history: History,
+    state: WorkingState,
+    summarized: WorkingState,
+    observation: Sequence[Mapping[str, str]],
+) -> bool:
+    """``compact_when="rubric"``: the ``self`` strategy's ``COMPACTION_RUBRIC``, line by line.
+
+    - "after a phase ends: the bug is located, a fix is verified, or a direction is ruled
+      out": the last turn located the bug (suspects the summary does not hold yet), the whole
+      suite kept a partial fix (a full verification is followed by the submission: nothing is
+      left to compact for), or ruled a direction out (a kept partial fix dropped, or a fix the
+      whole suite rejected);
+    - "when your context holds more than about 12,000 tokens": ``RUBRIC_TOKENS``, counted with
+      ``ApproxTokenCounter`` over the observation;
+    - NOT "in the middle of an edit-and-test cycle, before the result of a change is known":
+      not while a fix waits for the whole suite;
+    - NOT "when you compacted a few turns ago and little has happened since": not within
+      ``RUBRIC_SETTLE_TURNS`` of its own turns after a summary.
+
+    "when old command outputs ... no longer matter" is no test of its own: a phase's outputs
+    are old once it ends, which the phase triggers catch; and the agent's summary never
+    "would drop a fact you still need" (``write_summary`` records its whole working state).
+    """
+    if history.summary is not None and len(history.turns) < RUBRIC_SETTLE_TURNS:
+        return False
+    if state.fix is not None:
+        return False
+    last = history.turns[-1].kind
+    located = last == "locate" and bool(state.suspects) and summarized.suspects != state.suspects
+    fix_kept = last == "verify" and len(state.kept) > len(summarized.kept)
+    ruled_out = last == "drop" or (last == "verify" and state.pending is not None)
+    return located or fix_kept or ruled_out or _context_tokens(observation) > RUBRIC_TOKENS
+
+
+def _context_tokens(observation: Sequence[Mapping[str, str]]) -> int:
+    counter = ApproxTokenCounter()
+    return sum(
+        counter.count(m["content"]) + counter.message_overhead(m["role"]) for m in observation
+    )
 
 
 class Decision(NamedTuple):

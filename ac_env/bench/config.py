@@ -12,6 +12,7 @@ from ac_env.bench.workers import check_worker
 from ac_env.config import every_split_unless_builtin
 from ac_env.policy import SamplingConfig
 from ac_env.strategies import DEFAULT_THRESHOLD, STRATEGIES, get_strategy
+from ac_env.timing.policy_file import DEFAULT_TIMING_POLICY
 
 DEFAULT_BUDGETS = (0.10, 0.20, 0.40, 0.80, 1.20, 4.00)
 CONFIG_FILE = "config.json"
@@ -47,6 +48,11 @@ class BenchConfig(BaseModel):
     worker: str = Field(
         default="reference",
         description="reference | openai:<model>@<url> | a registered worker (hf:<path|smollm2>)",
+    )
+    timing_policy: str = Field(
+        default=DEFAULT_TIMING_POLICY.stem,
+        description="what decides the reference worker's compactions under 'learned': a "
+        "shipped timing policy's name or a policy file's path",
     )
     seeds: list[int] = Field(default_factory=lambda: [0], description="one episode per seed")
     budgets: list[float] = Field(

@@ -51,15 +51,21 @@ from tqdm import tqdm
 from ac_env.actions import Compact, make_parser
 from ac_env.agents.rollout import play, rollout
 from ac_env.bench.config import BenchConfig, claim_directory
+from ac_env.bench.episode_policy import (
+    BindPolicy,
+    EpisodePolicy,
+    episode_policies,
+    run_timing_policy,
+)
 from ac_env.bench.runner import ATTEMPTS, Job, append_jsonl, episode_env_kwargs, read_jsonl
 from ac_env.bench.validate import validate_bench
-from ac_env.bench.workers import policy_factory
 from ac_env.cost import CallCost
 from ac_env.env import AutoCompactSWEEnv
 from ac_env.paths import safe_child
-from ac_env.policy import Policy, PolicyOutput
+from ac_env.policy import PolicyOutput
 from ac_env.snapshot import EpisodeSnapshot
 from ac_env.strategies import Strategy, get_strategy
+from ac_env.timing.policy_file import TimingPolicy
 from ac_env.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -202,6 +208,7 @@ def run_fork(
     return all fork records (earlier runs' included) in job order, then by step."""
     out = Path(out_dir)
     tasks = validate_bench(config)  # nothing is written before all of it checks out
+    timing = run_timing_policy(config)
     claim_directory(config, out)
     fork_dir = out / FORK_DIR
     (fork_dir / "trajectories").mkdir(parents=True, exist_ok=True)
@@ -238,6 +245,7 @@ def run_fork(
                 fork_dir,
                 {key[3] for key in forks if key[:3] == job.key},
                 written,
+                timing,
             )
             for job in todo
         ]
@@ -257,14 +265,16 @@ def fork_episode(
     fork_dir: Path,
     done_steps: set[int],
     written: Callable[[ForkRecord], None],
+    timing: TimingPolicy | None,
 ) -> ForkEpisode:
     """The original run of ``job`` and the forks of its compactions not in ``done_steps``
     (each passed to ``written`` as it finishes); retried once after a crash or an
-    infrastructure error of the original run (then the last attempt's record stands)."""
+    infrastructure error of the original run (then the last attempt's record stands).
+    ``timing``: the run's timing policy (``run_timing_policy``)."""
     strategy = get_strategy(job.strategy)
     makers = (
-        policy_factory(config.worker, strategy, config.sampling),
-        policy_factory(config.worker, _skipping(strategy), config.sampling),
+        episode_policies(config, strategy, timing),
+        episode_policies(config, _skipping(strategy), timing),
     )
     error, last = None, None
     for attempt in range(1, ATTEMPTS + 1):
@@ -295,13 +305,14 @@ def _fork_attempt(
     fork_dir: Path,
     done_steps: set[int],
     written: Callable[[ForkRecord], None],
-    makers: tuple[Callable[[int], Policy], Callable[[int], Policy]],
+    makers: tuple[EpisodePolicy, EpisodePolicy],
 ) -> ForkEpisode:
     env_kwargs = episode_env_kwargs(config, job)
-    env = CompactionPoints(AutoCompactSWEEnv(**env_kwargs))
+    base = AutoCompactSWEEnv(**env_kwargs)
+    env = CompactionPoints(base)
     try:
         original = rollout(
-            env, makers[0](job.seed), seed=job.seed, options={"task_id": job.task.instance_id}
+            env, makers[0](job.seed)(base), seed=job.seed, options={"task_id": job.task.instance_id}
         )
         points = list(env.points)
     finally:
@@ -361,7 +372,7 @@ def _branch(
     env_kwargs: dict[str, Any],
     snapshot: EpisodeSnapshot,
     point: ForkPoint,
-    policy: Policy,
+    bind: BindPolicy,
     fork_dir: Path,
     name: str,
     label: str,
@@ -372,7 +383,7 @@ def _branch(
         env.restore(snapshot)
         observation, _, terminated, truncated, _ = env.step(point.action)
         if not (terminated or truncated):
-            play(env, policy, observation)
+            play(env, bind(env), observation)
         trajectory = env.trajectory
     finally:
         env.close()

@@ -1,9 +1,11 @@
 """The report of a benchmark run: markdown tables and PNG plots (matplotlib, Agg backend).
 
-``report.md``: success and mean cost per strategy and budget (mean over tasks of each task's
-mean over seeds, with 95% bootstrap intervals over tasks), the paired comparisons of each
-strategy against the reference (``ac_env.bench.paired``), then per-strategy figures of the
-full-budget run. ``summary.json``: the budget table and the paired comparisons, as data.
+``report.md``: how each strategy's worker compacts (the rubric's rule, the timing policy
+``learned`` used: ``ac_env.bench.episode_policy``), success and mean cost per strategy and
+budget (mean over tasks of each task's mean over seeds, with 95% bootstrap intervals over
+tasks), the paired comparisons of each strategy against the reference
+(``ac_env.bench.paired``), then per-strategy figures of the full-budget run.
+``summary.json``: the compaction rules, the budget table and the paired comparisons, as data.
 Plots: success vs budget per strategy (log budget axis), cost breakdown per strategy (output
 split into acting and writing summaries), and context tokens over steps of one episode per
 strategy, all of the same task (``context_episode`` says which and why), compactions marked.
@@ -22,6 +24,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from ac_env.bench.config import BenchConfig
+from ac_env.bench.episode_policy import CompactionRule, compaction_rules, rules_section
 from ac_env.bench.failures import short_reason
 from ac_env.bench.metrics import EpisodeMetrics, Estimate, bootstrap_mean
 from ac_env.bench.paired import (
@@ -66,10 +69,11 @@ class Cell(BaseModel):
 
 
 class BenchSummary(BaseModel):
-    """``summary.json``: the run's configuration, the budget table and the paired comparisons
-    against ``reference`` (None: no episodes)."""
+    """``summary.json``: the run's configuration, how each strategy's worker compacts, the
+    budget table and the paired comparisons against ``reference`` (None: no episodes)."""
 
     config: BenchConfig
+    compaction_rules: list[CompactionRule]
     cells: list[Cell]
     reference: str | None
     paired: list[PairedComparison]
@@ -203,6 +207,7 @@ def write_report(
     strategies = list(groups)
     comparisons = paired_comparisons(records, strategies, config.budgets)
     context = context_episode(records)
+    rules = compaction_rules(config)
     plot_notes = (
         [f"Context over steps (context_over_steps.png): {context.caption}."] if context else []
     )
@@ -214,6 +219,7 @@ def write_report(
             f"fixed threshold {config.fixed_threshold}, "
             f"fallback threshold {config.fallback_threshold}",
             f"Sampling (every model worker): {sampling_line(config.sampling)}",
+            *rules_section(rules),
             "## Success rate [95% CI] and mean cost per episode, by budget (USD)",
             budget_table(config, records),
             *paired_section(comparisons),
@@ -237,6 +243,7 @@ def write_report(
     summary.write_text(
         BenchSummary(
             config=config,
+            compaction_rules=rules,
             cells=[
                 Cell(
                     strategy=strategy,

@@ -29,15 +29,15 @@ from ac_env.bench.audit import SummaryAudit, SummaryWorkspace, audit_trajectory
 from ac_env.bench.budgets import BudgetCrossings, BudgetOutcome, budget_outcomes
 from ac_env.bench.config import BenchConfig, claim_directory
 from ac_env.bench.continuation import Continuation, continuations
+from ac_env.bench.episode_policy import BindPolicy, episode_policies, run_timing_policy
 from ac_env.bench.metrics import EpisodeMetrics, episode_metrics
 from ac_env.bench.validate import validate_bench
-from ac_env.bench.workers import policy_factory
 from ac_env.cost import make_pricing
 from ac_env.paths import safe_child
-from ac_env.policy import Policy
 from ac_env.sandbox import make_sandbox_factory
 from ac_env.strategies import get_strategy
 from ac_env.tasks import Task, load_tasks
+from ac_env.timing.policy_file import TimingPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +118,7 @@ def run_benchmark(
     earlier runs included) in job order."""
     out = Path(out_dir)
     tasks = validate_bench(config)  # nothing is written before all of it checks out
+    timing = run_timing_policy(config)
     claim_directory(config, out)
     jobs = [
         Job(strategy, task, seed)
@@ -135,7 +136,7 @@ def run_benchmark(
         disable=not progress,
     )
     with bar, ThreadPoolExecutor(config.workers, thread_name_prefix="bench") as pool:
-        futures = [pool.submit(run_episode, config, job, out) for job in todo]
+        futures = [pool.submit(run_episode, config, job, out, timing) for job in todo]
         for future in as_completed(futures):
             record = future.result()
             append_jsonl(out / RECORDS_FILE, record)
@@ -145,16 +146,19 @@ def run_benchmark(
     return [records[job.key] for job in jobs]
 
 
-def run_episode(config: BenchConfig, job: Job, out: Path) -> EpisodeRecord:
+def run_episode(
+    config: BenchConfig, job: Job, out: Path, timing: TimingPolicy | None
+) -> EpisodeRecord:
     """One episode, retried once after an infrastructure failure (the last recorded attempt,
     with its trajectory, stands). A policy that cannot be made (a bad worker) raises: that is
-    the run's configuration, not the infrastructure."""
-    make_policy = policy_factory(config.worker, get_strategy(job.strategy), config.sampling)
+    the run's configuration, not the infrastructure. ``timing``: the run's timing policy
+    (``run_timing_policy``)."""
+    make_policy = episode_policies(config, get_strategy(job.strategy), timing)
     error, last = None, None
     for attempt in range(1, ATTEMPTS + 1):
-        policy = make_policy(job.seed)
+        bind = make_policy(job.seed)
         try:
-            record = _attempt(config, job, out, attempt, policy)
+            record = _attempt(config, job, out, attempt, bind)
         except Exception as err:  # env or sandbox failure: infrastructure, not the policy
             logger.warning("%s: attempt %d failed: %s", job.key, attempt, err)
             error = f"{type(err).__name__}: {err}"
@@ -193,12 +197,13 @@ def episode_env_kwargs(config: BenchConfig, job: Job) -> dict[str, Any]:
 
 
 def _attempt(
-    config: BenchConfig, job: Job, out: Path, attempt: int, policy: Policy
+    config: BenchConfig, job: Job, out: Path, attempt: int, bind: BindPolicy
 ) -> EpisodeRecord:
     env_kwargs = episode_env_kwargs(config, job)
     budgets = BudgetCrossings(gym.make("AutoCompact-SWE-v0", **env_kwargs), config.budgets)
     env = SummaryWorkspace(budgets)
     try:
+        policy = bind(env.unwrapped)  # type: ignore[arg-type]
         trajectory = rollout(env, policy, seed=job.seed, options={"task_id": job.task.instance_id})
         crossings, changed_at = list(budgets.crossings), dict(env.changed)
         env_config = env.unwrapped.config  # type: ignore[attr-defined]

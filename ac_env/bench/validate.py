@@ -1,9 +1,10 @@
 """A run's whole configuration, checked before its first episode and before anything is
 written: the tasks (file, split, ids; each one's test_command a pytest invocation the grader
 can run), the env keywords of every strategy, the pricing preset, the sandbox (bubblewrap
-installed, a Docker daemon answering and holding every task's image) and the worker (an HTTP
-model server answering one probe request). A failure is one ``ConfigurationError`` line naming what
-to fix; the output directory is not even created, so fixing a typo and rerunning just works.
+installed, a Docker daemon answering and holding every task's image), the worker (an HTTP
+model server answering one probe request) and the timing policy file ``learned`` uses. A
+failure is one ``ConfigurationError`` line naming what to fix; the output directory is not
+even created, so fixing a typo and rerunning just works.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, TypeVar
 from ac_env.agents.errors import ModelServerError
 from ac_env.agents.http import probe_server
 from ac_env.bench.config import BenchConfig
+from ac_env.bench.episode_policy import run_timing_policy
 from ac_env.config import parse_config
 from ac_env.cost import make_pricing
 from ac_env.grading_runner import RunnerCommandError, parse_test_command
@@ -42,6 +44,7 @@ def validate_bench(config: BenchConfig) -> list[Task]:
         check_env_kwargs(episode_env_kwargs(config, Job(strategy, tasks[0], config.seeds[0])))
     check_sandbox(config.sandbox, tasks)
     check_worker("worker", config.worker)
+    checked("timing_policy", lambda: run_timing_policy(config))
     return tasks
 
 

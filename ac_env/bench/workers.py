@@ -1,8 +1,10 @@
 """The model behind a benchmark run: the reference agent, an HTTP server, or a registered model.
 
 ``policy_factory(worker, strategy)`` gives a function ``seed -> Policy``. The reference agent
-reads no prompt, so the strategy tells it whether to compact on its own (after locating the
-bug). ``openai:<model>@<url>`` is built in. Other schemes come from the ``autocompact.workers``
+reads no prompt, so the strategy tells it whether to compact on its own: the rubric's rule
+under ``self``, after locating the bug under the other strategies that offer compaction
+(``ac-bench`` gives ``learned`` a timing policy instead: ``ac_env.bench.episode_policy``).
+``openai:<model>@<url>`` is built in. Other schemes come from the ``autocompact.workers``
 entry-point group: ``ac_train`` registers ``hf`` (``hf:<path>`` or ``hf:smollm2``) there, so
 this package never imports ``ac_train`` or torch. A registered entry point is a
 ``ModelWorker``: ``(spec, sampling) -> (seed -> Policy)``. Every model worker samples by the
@@ -148,4 +150,6 @@ def _reference_factory(strategy: Strategy) -> PolicyFactory:
         return lambda seed: ReferenceAgent("never")
     if strategy.env.get("skip_compaction"):
         return lambda seed: SkipAwareReference()
+    if strategy.prompt == "rubric":
+        return lambda seed: ReferenceAgent("rubric")
     return lambda seed: ReferenceAgent("after_locate")

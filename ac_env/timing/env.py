@@ -6,7 +6,8 @@ which never compacts on its own). Before each worker turn the agent picks ``Disc
 - ``0`` continue: the worker acts on its observation and the inner env steps with its response;
 - ``1`` compact now: the inner env steps with a working-state summary, the worker's own (its
   answer to the env's ``COMPACTION_REQUEST``) when it is a valid summary, else
-  ``extractive_summary`` of the commands run and the workspace's real diff;
+  ``extractive_summary`` of the commands run and the workspace's real diff
+  (``ac_env.timing.timed.compaction_response``, which ``ac-bench``'s ``learned`` shares);
 - ``2`` (only with ``choose_summarizer=True``, then the space is ``Discrete(3)``) compact now
   with the extractive summary, without asking the worker (no model call for the summary).
 
@@ -32,14 +33,12 @@ import gymnasium as gym
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ac_env.actions import Compact, make_parser
 from ac_env.agents.reference import ReferenceAgent
-from ac_env.compaction import CommandRecord, extractive_summary, summary_problems
-from ac_env.compaction.texts import COMPACTION_REQUEST
 from ac_env.config import ConfigError
 from ac_env.env import AutoCompactSWEEnv
 from ac_env.policy import Policy, PolicyOutput
-from ac_env.timing.features import FEATURE_NAMES, features, steps_since_compaction
+from ac_env.timing.features import FEATURE_NAMES, features
+from ac_env.timing.timed import compaction_allowed, compaction_response
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +110,6 @@ class TimingEnv(gym.Env[np.ndarray, np.int64]):
         self.config = parse_timing_config(config)
         self.inner = AutoCompactSWEEnv(**self.config.env_kwargs)
         self.worker: Policy = self.config.make_worker()
-        self._parser = make_parser(self.inner.config.action_parser)
         self.observation_space = gym.spaces.Box(0.0, 1.0, (len(FEATURE_NAMES),), np.float32)
         self.action_space: gym.spaces.Discrete = gym.spaces.Discrete(
             3 if self.config.choose_summarizer else 2
@@ -138,7 +136,9 @@ class TimingEnv(gym.Env[np.ndarray, np.int64]):
         masked = kind != CONTINUE and not bool(self.action_masks()[kind])
         compact = kind != CONTINUE and not masked
         if compact:
-            response: PolicyOutput | None = self._summary(ask_worker=kind == COMPACT)
+            response: PolicyOutput | None = compaction_response(
+                self.inner, self.worker, self._observation, ask_worker=kind == COMPACT
+            )
         else:
             response = self._worker_turn()
         summarizer = "extractive" if response and response.produced_by == "fallback" else "worker"
@@ -158,7 +158,7 @@ class TimingEnv(gym.Env[np.ndarray, np.int64]):
     def action_masks(self) -> np.ndarray:
         """``[continue allowed, compact allowed(, extractive compact allowed)]``: compaction
         needs a worker turn since the start or the last compaction."""
-        allowed = self.inner.trajectory is not None and steps_since_compaction(self.inner) > 0
+        allowed = compaction_allowed(self.inner)
         return np.array([True] + [allowed] * (int(self.action_space.n) - 1))
 
     def close(self) -> None:
@@ -173,35 +173,6 @@ class TimingEnv(gym.Env[np.ndarray, np.int64]):
         except Exception as error:  # a policy failure ends the episode, never the run
             logger.warning("worker error: %s: %s", type(error).__name__, error)
             return None
-
-    def _summary(self, ask_worker: bool) -> PolicyOutput:
-        """The worker's own summary when asked for and valid, else the extractive one."""
-        request = {"role": "user", "content": COMPACTION_REQUEST}
-        observation = self._observation
-        if observation[-1] != request:  # the env may have asked already
-            observation = (*observation, request)
-        own = self._worker_summary(observation) if ask_worker else None
-        if own is not None:
-            return own
-        assert self.inner.trajectory is not None and self.inner.sandbox is not None
-        commands = [
-            CommandRecord(r.command, r.output, r.exit_code)
-            for r in self.inner.trajectory.tool_results()
-        ]
-        statement = self.inner.task.problem_statement
-        summary = extractive_summary(statement, commands, self.inner.sandbox.diff())
-        return PolicyOutput(text=summary, produced_by="fallback")
-
-    def _worker_summary(self, observation: tuple[dict[str, str], ...]) -> PolicyOutput | None:
-        try:
-            response = self.worker.act(observation)
-        except Exception as error:
-            logger.warning("worker error writing a summary: %s", error)
-            return None
-        parsed = self._parser.parse(response.text)
-        if isinstance(parsed, Compact) and not summary_problems(parsed.summary):
-            return response
-        return None
 
     def _final_reward(self, inner_reward: float, info: dict[str, Any]) -> float:
         usd = self.inner.meter.total.usd
