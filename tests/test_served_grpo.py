@@ -4,6 +4,8 @@ equal to the learner's."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from served_llamacpp import learner_logprobs, needs_llamacpp
@@ -17,8 +19,9 @@ from ac_train.served_sampler import prepare_slots, slot_paths
 
 pytestmark = [pytest.mark.slow, needs_llamacpp]
 
-EXPORTED_TOLERANCE = 2e-3
-"""|served - learner| log-prob per token once the learner's float32 weights are served."""
+EXPORTED_TOLERANCE = 1e-2
+"""|served - learner| log-prob per token once the learner's float32 weights are served
+(measured: at most 3.1e-3 over 24 tokens; llama.cpp keeps its KV cache in float16)."""
 CHAT = [
     {"role": "system", "content": "You are a coding agent. Answer with one bash block."},
     {"role": "user", "content": "Show the first lines of setup.py."},
@@ -48,13 +51,25 @@ def test_two_updates_reach_the_sampler_and_its_log_probs_are_the_learners(tmp_pa
             max_new_tokens=32,
             temperature=1.0,
             learning_rate=1e-3,
-            weight_decay=0.1,  # every update moves the weights, whatever the rewards
             save_every=100,
             progress=False,
             sampler=f"openai:smollm2@{url}",
             sampler_weights=tmp_path / "slots",
         )
         trainer = GRPOTrainer(config)
+        # SmolLM2 solves nothing in two steps, so every group's rewards would be equal and no
+        # optimizer step would be taken: the rewards alone are set (1, 0, ...) per group.
+        # Sampling, segments, the loss, the update, the export and the reload are the real ones.
+        score = trainer.score
+
+        def informative(groups):
+            scored = score(groups)
+            return [
+                [dataclasses.replace(r, trained_reward=float(i % 2 == 0)) for i, r in enumerate(g)]
+                for g in scored
+            ]
+
+        trainer.score = informative
         before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
         history = trainer.train()
         sampler = trainer.served_sampler
@@ -63,6 +78,7 @@ def test_two_updates_reach_the_sampler_and_its_log_probs_are_the_learners(tmp_pa
         assert [m.step for m in history] == [0, 1]
         assert [m.policy_version for m in history] == [0, 1]
         assert all(m.staleness_max == 0 for m in history)
+        assert all(m.informative_groups == 1 and m.grad_norm is not None for m in history)
         assert sampler.version == 1 and sampler.alias == "smollm2@a"
         assert not any(path.is_symlink() for path in slot_paths(tmp_path / "slots"))
         moved = max(
