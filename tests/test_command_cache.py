@@ -84,14 +84,6 @@ def test_a_different_workspace_misses(tmp_path: Path) -> None:
     assert "a - b" in results[0].output and "a + b" in results[6].output
 
 
-def test_bytecode_caches_do_not_change_the_key(tmp_path: Path) -> None:
-    task, ran = make_task(tmp_path / "task"), []
-    load, listing = "python -c 'import calc.ops'", "ls calc"
-    for _ in range(2):
-        episode(task, tmp_path / "store", ran, [load, listing])
-    assert ran == [load, listing]  # the import wrote __pycache__ the first time only
-
-
 def test_the_env_option_replays_across_episodes(tmp_path: Path) -> None:
     from ac_env.env import AutoCompactSWEEnv
 

@@ -21,22 +21,20 @@ recorded ones), and a non-deterministic program (random numbers, the clock), for
 returns the recorded sample of the same distribution. A command that timed out is never stored
 (its outcome depends on the machine's speed).
 
-What the manifest leaves out, and why: Python bytecode caches (``__pycache__``, ``*.pyc``;
-checked against their source by the interpreter, so they never change what a program does),
-pytest's ``.pytest_cache`` (it only changes what pytest does under the options listed in
-``_UNCACHED``: commands mentioning them always run), pytest's temporary directories
-(``/tmp/pytest-of-*``, fresh per session), file times and owners, and the stat data in
-``.git/index`` (its entries count, as ``git ls-files --stage`` lists them; git re-reads a file
-whose stat data differ). Git objects are content-addressed: their names stand for their
-contents. An effect over ``MAX_EFFECT_BYTES`` is not stored.
+What the manifest abstracts, and why: the stat data in ``.git/index`` (its entries count, as
+``git ls-files --stage`` lists them; git re-reads a file whose stat data differ), git objects
+(content-addressed: their names stand for their contents), and file times and owners. Nothing
+else is left out: bytecode and pytest caches count like any file (the sandbox sets
+``PYTHONDONTWRITEBYTECODE``, and the reference agent runs pytest without its cache, so they rarely
+appear). An effect over ``MAX_EFFECT_BYTES`` is not stored.
 
-``diff`` is replayed too, keyed by the repo's complete manifest (the caches above included):
-the diff is a function of the repo's files and the task's base commit. (The env replays final
-grades by task and patch: ``ac_env.grading_cache``.)
+``diff`` is replayed too, keyed by the repo's manifest: the diff is a function of the repo's
+files and the task's base commit. (The env replays final grades by task and patch:
+``ac_env.grading_cache``.)
 
 The store is a directory of JSON files (one per key, written atomically), so several processes
-can share it. ``hits`` and ``misses`` count this sandbox's lookups (a command that always runs
-is a miss). Only ``LocalSandbox`` is supported: the manifest is read on the host.
+can share it. ``hits`` and ``misses`` count this sandbox's command lookups. Only ``LocalSandbox``
+is supported: the manifest is read on the host.
 """
 
 from __future__ import annotations
@@ -58,40 +56,23 @@ from ac_env.sandbox.local import LocalSandbox
 from ac_env.tasks.model import Task
 
 MAX_EFFECT_BYTES = 4 * 1024 * 1024
-_SKIPPED_DIRS = frozenset({"__pycache__", ".pytest_cache"})
-_UNCACHED = (
-    "__pycache__",
-    ".pytest_cache",
-    "--lf",
-    "--last-failed",
-    "--ff",
-    "--failed-first",
-    "--nf",
-    "--new-first",
-    "--sw",
-    "--stepwise",
-    "--cache-show",
-    "--cache-clear",
-)
 
 Manifest = dict[str, tuple[str, str]]
 """``"repo/<path>"`` or ``"tmp/<path>"`` -> (kind: ``dir``/``file``/``exec``/``link``, the
 content's SHA-256, a link's target, or '' for a directory and a git object)."""
 
 
-def manifest(roots: dict[str, Path], complete: bool = False) -> Manifest:
-    """Every entry under each root; ``complete``: the caches the module docstring lists too."""
+def manifest(roots: dict[str, Path]) -> Manifest:
+    """Every entry under each root (see the module docstring)."""
     entries: Manifest = {}
     for label, root in roots.items():
         for directory, dirs, files in os.walk(root):
             here = Path(directory)
             relative = here.relative_to(root)
-            dirs[:] = [d for d in dirs if complete or not _skipped(relative, d, label)]
             for name in dirs:
                 entries[f"{label}/{relative / name}"] = ("dir", "")
             for name in files:
-                if complete or not name.endswith(".pyc"):
-                    entries[f"{label}/{relative / name}"] = _file_entry(here / name, relative)
+                entries[f"{label}/{relative / name}"] = _file_entry(here / name, relative)
     if "repo" in roots and (roots["repo"] / ".git" / "index").is_file():
         entries["repo/.git/index"] = ("file", _index_digest(roots["repo"]))
     return entries
@@ -99,12 +80,6 @@ def manifest(roots: dict[str, Path], complete: bool = False) -> Manifest:
 
 def fingerprint(entries: Manifest) -> str:
     return hashlib.sha256(json.dumps(sorted(entries.items())).encode()).hexdigest()
-
-
-def _skipped(relative: Path, name: str, label: str) -> bool:
-    if name in _SKIPPED_DIRS:
-        return True
-    return label == "tmp" and relative == Path(".") and name.startswith("pytest-of-")
 
 
 def _file_entry(path: Path, relative: Path) -> tuple[str, str]:
@@ -151,9 +126,6 @@ class CachingSandbox:
         self.task_id = task.instance_id
 
     def exec(self, command: str, timeout_s: float, output_limit: int) -> ExecResult:
-        if any(marker in command for marker in _UNCACHED):
-            self.misses += 1
-            return self.inner.exec(command, timeout_s, output_limit)
         before = self.manifest()
         key = json.dumps([self.task_id, fingerprint(before), command, timeout_s, output_limit])
         path = self.directory / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
@@ -229,10 +201,10 @@ class CachingSandbox:
         self.inner.write_file(path, data)
 
     def diff(self) -> str:
-        """The inner sandbox's diff, replayed by the repo's complete manifest (the diff is a
+        """The inner sandbox's diff, replayed by the repo's manifest (the diff is a
         function of the repo's files and the task's base commit only)."""
-        complete = manifest({"repo": self.inner.workspace}, complete=True)
-        key = json.dumps([self.task_id, fingerprint(complete)])
+        repo = manifest({"repo": self.inner.workspace})
+        key = json.dumps([self.task_id, fingerprint(repo)])
         path = self.directory / "diffs" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
         record = _load(path, key)
         if record is not None:
