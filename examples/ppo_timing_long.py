@@ -259,12 +259,13 @@ def rules() -> dict[str, tuple[str, Decide, CompactWhen]]:
 
 def run_episode(env: TimingEnv, decide: Decide, task_id: str, stage: str, name: str) -> Outcome:
     obs, _ = env.reset(seed=0, options={"task_id": task_id})
-    done, reward, info, compactions = False, 0.0, {}, 0
+    done, reward, info = False, 0.0, {}
     while not done:
         action = decide(env, obs) if env.action_masks()[COMPACT] else CONTINUE
         obs, reward, terminated, truncated, info = env.step(action)
-        compactions += int(info["compacted_now"])
         done = terminated or truncated
+    assert env.inner.trajectory is not None  # the worker's own compactions count too
+    compactions = sum(e.trigger != "masking" for e in env.inner.trajectory.compactions())
     return Outcome(
         stage=stage,
         policy=name,
@@ -419,6 +420,9 @@ def main() -> None:
     )
     parser.add_argument("--shard", default="0/1", help="K/N: this process's share of tasks")
     parser.add_argument(
+        "--tune-on", default="0/1", help="final: K/N: tune on every Nth train task from the Kth"
+    )
+    parser.add_argument(
         "--no-tune-now",
         dest="tune_now",
         action="store_false",
@@ -450,7 +454,8 @@ def main() -> None:
         run_all(args, "tune", "train", rule_policies, done)
     # Tuned on the rules that ran on every train task (a rule whose tuning did not finish is
     # left out, and results.json says so).
-    train_ids = task_ids("train")[-1:] if args.quick else task_ids("train")
+    start, _, step = args.tune_on.partition("/")
+    train_ids = task_ids("train")[-1:] if args.quick else task_ids("train")[int(start) :: int(step)]
     tuned = [n for n in table if all(("tune", n, t) in done for t in train_ids)]
     train_reward = {
         n: statistics.mean(done[("tune", n, t)].reward for t in train_ids) for n in tuned
@@ -487,6 +492,7 @@ def main() -> None:
             "episodes": len(training["episodes"]),
             "command_cache_hit_rate": cache_hits / max(1, cache_hits + cache_misses),
         },
+        "tuning_tasks": train_ids,
         "tuning_train_reward": train_reward,
         "rules_not_tuned": [n for n in table if n not in tuned],
         "tuned_rules": best,
