@@ -50,7 +50,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="+", default=["cachetools-8.0.2__long-4663ad001d"])
     args = parser.parse_args()
-    kwargs = {"task_source": "real", "split": "long", "context_window": 32_768, "max_steps": 100}
+    kwargs = {
+        "task_source": "real",
+        "split": "long",
+        "context_window": 32_768,
+        "max_steps": 100,
+        "forced_compaction_threshold": None,  # as examples/ppo_timing_long.py
+    }
     with tempfile.TemporaryDirectory() as store:
         plain = TimingEnv(env_kwargs=kwargs)
         cached = TimingEnv(env_kwargs={**kwargs, "command_cache": store})
