@@ -70,6 +70,13 @@ class EnvConfig(BaseModel):
         "warning); past it writes fail and the observation says so; None: no quota. A "
         "sandbox factory sets its own",
     )
+    command_cache: str | None = Field(
+        default=None,
+        description="a directory replaying the stored outputs of commands that left the "
+        "workspace unchanged, keyed by task, workspace fingerprint and command "
+        "(ac_env.sandbox.command_cache; 'local' and 'unisolated' sandboxes); None: every "
+        "command runs",
+    )
     token_counter: str | TokenCounter = Field(
         default="approx",
         description="how tokens are counted: 'approx' (fast, tokenizer-free), "

@@ -22,6 +22,7 @@ from ac_env.config import EnvConfig, SandboxFactory, parse_config
 from ac_env.context import Context
 from ac_env.cost import CallCost, CostMeter, make_pricing
 from ac_env.grading import GradeResult, grade
+from ac_env.grading_cache import grade_cached
 from ac_env.policy import PolicyOutput
 from ac_env.prompts import format_error_message, system_prompt, task_message, tool_message
 from ac_env.sandbox import make_sandbox_factory
@@ -78,7 +79,7 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         if not self.tasks:
             raise ValueError(f"no tasks in source {self.config.task_source!r}")
         self._make_sandbox: SandboxFactory = make_sandbox_factory(
-            self.config.sandbox, self.config.disk_quota_mb
+            self.config.sandbox, self.config.disk_quota_mb, self.config.command_cache
         )
         self._counter = make_token_counter(self.config.token_counter)
         self._parser = make_parser(self.config.action_parser)
@@ -426,7 +427,7 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
             except Exception as err:  # the sandbox is gone: an infrastructure failure
                 result = GradeResult.infra(f"could not read the workspace diff: {err}")
             else:
-                result = grade(self.task, patch, self._make_sandbox(), self.config.grading_timeout)
+                result = self._grade(patch)
         self.trajectory.append(
             EpisodeEnd(
                 step=self._steps,
@@ -443,6 +444,13 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         return result, time.perf_counter() - started
 
     # ---- helpers -------------------------------------------------------------------------
+
+    def _grade(self, patch: str) -> GradeResult:
+        timeout = self.config.grading_timeout
+        if self.config.command_cache is None:
+            return grade(self.task, patch, self._make_sandbox(), timeout)
+        cache = self.config.command_cache
+        return grade_cached(self.task, patch, self._make_sandbox, timeout, cache)
 
     def _compactor(self) -> Compactor:
         return Compactor(

@@ -48,6 +48,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "ac_env.env",
             "ac_env.grading",
             "ac_env.grading_boot",
+            "ac_env.grading_cache",
             "ac_env.grading_patch",
             "ac_env.grading_runner",
             "ac_env.prompts",

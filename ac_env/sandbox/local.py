@@ -245,6 +245,11 @@ class LocalSandbox:
         return self._started().repo
 
     @property
+    def tmp_dir(self) -> Path:
+        """The sandbox's /tmp (and $HOME) on the host."""
+        return self._started().root / "tmp"
+
+    @property
     def quota_enforced(self) -> bool:
         """Whether the workspace and /tmp of the started sandbox sit on the quota's tmpfs."""
         return self._started().quota_mb is not None
