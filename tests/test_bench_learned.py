@@ -142,10 +142,6 @@ def test_a_shipped_policy_is_named_a_file_by_its_path(tmp_path):
     assert timing_policy_path(str(tmp_path / "p.json")) == tmp_path / "p.json"
 
 
-@pytest.mark.skipif(
-    not DEFAULT_TIMING_POLICY.exists(),
-    reason=f"the trained timing policy is not shipped yet ({DEFAULT_TIMING_POLICY})",
-)
 def test_the_shipped_timing_policy_loads():
     policy = load_timing_policy(DEFAULT_TIMING_POLICY)
     assert policy.name == "long_ppo"
