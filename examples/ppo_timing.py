@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,9 +24,7 @@ from tqdm import tqdm
 
 from ac_env.tasks import load_tasks
 from ac_env.timing import COMPACT, CONTINUE, TimingEnv
-from ac_env.timing.features import steps_since_compaction
-
-Decide = Callable[[TimingEnv, np.ndarray], int]
+from ac_env.timing.rules import Decide, every, never, threshold
 
 
 @dataclass(frozen=True)
@@ -52,24 +49,6 @@ class ProgressBar(BaseCallback):
 
     def _on_training_end(self) -> None:
         self.bar.close()
-
-
-def every(n: int) -> Decide:
-    def decide(env: TimingEnv, obs: np.ndarray) -> int:
-        return COMPACT if steps_since_compaction(env.inner) >= n else CONTINUE
-
-    return decide
-
-
-def threshold(tokens: int) -> Decide:
-    def decide(env: TimingEnv, obs: np.ndarray) -> int:
-        return COMPACT if env.inner.context.tokens >= tokens else CONTINUE
-
-    return decide
-
-
-def never(env: TimingEnv, obs: np.ndarray) -> int:
-    return CONTINUE
 
 
 def run_episode(env: TimingEnv, decide: Decide, task_id: str) -> Outcome:

@@ -56,13 +56,12 @@ from ac_env.bench.metrics import bootstrap_mean, paired_difference
 from ac_env.sandbox.command_cache import CachingSandbox
 from ac_env.tasks import load_tasks
 from ac_env.timing import COMPACT, CONTINUE, TimingEnv
-from ac_env.timing.features import steps_since_compaction
 from ac_env.timing.policy_file import save_timing_policy
+from ac_env.timing.rules import Decide, every, never, threshold
 
 BUDGETS = (0.05, 0.10, 0.15, 0.20)
 EVERY = (25, 10)
 THRESHOLDS = (26_000, 16_000)
-Decide = Callable[[TimingEnv, np.ndarray], int]
 
 
 @dataclass(frozen=True)
@@ -226,24 +225,6 @@ def train(args: argparse.Namespace) -> MaskablePPO:
 
 
 # ---- 2. and 3. rules, episodes ------------------------------------------------------------
-
-
-def never(env: TimingEnv, obs: np.ndarray) -> int:
-    return CONTINUE
-
-
-def every(n: int) -> Decide:
-    def decide(env: TimingEnv, obs: np.ndarray) -> int:
-        return COMPACT if steps_since_compaction(env.inner) >= n else CONTINUE
-
-    return decide
-
-
-def threshold(tokens: int) -> Decide:
-    def decide(env: TimingEnv, obs: np.ndarray) -> int:
-        return COMPACT if env.inner.context.tokens >= tokens else CONTINUE
-
-    return decide
 
 
 def rules() -> dict[str, tuple[str, Decide, CompactWhen]]:
