@@ -13,7 +13,10 @@ episodes from ``episodes-*.jsonl``. ``--stage`` runs one stage (``--shard K/N``:
 task from the Kth), so stages can run in parallel processes. Commands go through the replay
 cache (``command_cache``, ``--cache``), shared by every stage and process.
 
-1. Train MaskablePPO on the train subset (``--n-envs`` subprocess envs).
+1. Train MaskablePPO on the train subset (``--n-envs`` subprocess envs). ``--imitate RULE``
+   first behaviour-clones a timing rule: its decisions on every train task, cross-entropy on
+   the policy net and the discounted final reward as the value net's target, then PPO
+   continues from those weights (instead of from "compaction is rare").
 2. Tune each rule family on the train subset (one episode per task, the agent and env are
    deterministic): ``never``, ``every N`` (compact after N worker turns), ``threshold T``
    (compact once the context holds T tokens), and the reference agent's own
@@ -184,6 +187,77 @@ class Progress(BaseCallback):
         self.bar.close()
 
 
+@dataclass(frozen=True)
+class Demonstrations:
+    observations: np.ndarray
+    actions: np.ndarray
+    masks: np.ndarray
+    returns: np.ndarray  # the episode's final reward, discounted to each decision
+    episodes: int
+
+
+def demonstrate(args: argparse.Namespace, decide: Decide, gamma: float) -> Demonstrations:
+    """``decide``'s decisions on every train task (the env and worker are deterministic)."""
+    observations: list[np.ndarray] = []
+    masks: list[np.ndarray] = []
+    actions: list[int] = []
+    returns: list[float] = []
+    env = make_env(args, "train")
+    ids = task_ids("train")[-1:] if args.quick else task_ids("train")
+    for task_id in tqdm(ids, desc="demonstrations", unit="ep"):
+        obs, _ = env.reset(seed=0, options={"task_id": task_id})
+        done, reward, start = False, 0.0, len(actions)
+        while not done:
+            mask = env.action_masks()
+            action = decide(env, obs) if mask[COMPACT] else CONTINUE
+            observations.append(obs)
+            actions.append(action)
+            masks.append(mask)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            done = terminated or truncated
+        steps = len(actions) - start
+        returns += [reward * gamma ** (steps - 1 - i) for i in range(steps)]
+    env.close()
+    return Demonstrations(
+        np.array(observations, dtype=np.float32),
+        np.array(actions),
+        np.array(masks),
+        np.array(returns, dtype=np.float32),
+        len(ids),
+    )
+
+
+def imitate(model: MaskablePPO, demos: Demonstrations, epochs: int) -> dict[str, Any]:
+    """Full-batch cross-entropy of the (masked) policy on the demonstrated actions, plus the
+    value loss on their returns; returns the fitted policy's agreement with the rule."""
+    policy = model.policy
+    obs = torch.as_tensor(demos.observations)
+    actions = torch.as_tensor(demos.actions)
+    returns = torch.as_tensor(demos.returns)
+    masks = torch.as_tensor(demos.masks)
+    optimizer = torch.optim.Adam(policy.parameters(), lr=3e-3)
+    for _ in range(epochs):
+        values, log_prob, _ = policy.evaluate_actions(obs, actions, action_masks=masks)
+        loss = -log_prob.mean() + torch.nn.functional.mse_loss(values.flatten(), returns)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        predicted, _ = model.predict(demos.observations, deterministic=True)
+    free = demos.masks[:, COMPACT]  # decisions where compacting was allowed
+    compact = demos.actions[free] == COMPACT
+    agree = predicted[free] == demos.actions[free]
+    return {
+        "episodes": demos.episodes,
+        "decisions": len(demos.actions),
+        "free_decisions": int(free.sum()),
+        "rule_compactions": int(compact.sum()),
+        "agreement": float(agree.mean()),
+        "agreement_on_compactions": float(agree[compact].mean()) if compact.any() else None,
+        "final_loss": float(loss),
+    }
+
+
 def train(args: argparse.Namespace) -> MaskablePPO:
     checkpoint, state_file = args.out / "checkpoint.zip", args.out / "training.json"
     state: dict[str, Any] = {"decisions": 0, "wall_s": 0.0, "episodes": [], "cache_base": []}
@@ -213,10 +287,16 @@ def train(args: argparse.Namespace) -> MaskablePPO:
             device="cpu",
             verbose=0,
         )
-        # Start from "compaction is rare" (p(compact) ~ 5%): a 50% coin compacts every other
-        # turn, which no sensible policy does, and wastes the few episodes we can afford.
-        with torch.no_grad():
-            model.policy.action_net.bias.copy_(torch.tensor([0.0, -3.0]))
+        if args.imitate:
+            decide = rules()[args.imitate][1]
+            demos = demonstrate(args, decide, model.gamma)
+            state["imitation"] = {"rule": args.imitate, **imitate(model, demos, args.bc_epochs)}
+            print("imitation:", json.dumps(state["imitation"]))
+        else:
+            # Start from "compaction is rare" (p(compact) ~ 5%): a 50% coin compacts every
+            # other turn, which no sensible policy does, and wastes the few episodes we have.
+            with torch.no_grad():
+                model.policy.action_net.bias.copy_(torch.tensor([0.0, -3.0]))
     if state["wall_s"] < budget_s:
         callback = Progress(args.out, budget_s, state)
         model.learn(args.timesteps, callback=callback, reset_num_timesteps=False)
@@ -394,6 +474,12 @@ def main() -> None:
     parser.add_argument("--export", type=Path, help="write the policy file here")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--imitate",
+        choices=[n for n, (_, _, worker) in rules().items() if worker == "never" and n != "never"],
+        help="train: behaviour-clone this rule on the train tasks before PPO",
+    )
+    parser.add_argument("--bc-epochs", type=int, default=2000, help="imitation's full-batch steps")
+    parser.add_argument(
         "--stage",
         choices=["all", "tune", "train", "eval-rules", "final"],
         default="all",
@@ -413,7 +499,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.minutes, args.timesteps, args.n_envs, args.n_steps = 0.2, 16, 1, 8
-        args.max_steps = 8
+        args.max_steps, args.bc_epochs = 8, 20
     args.out.mkdir(parents=True, exist_ok=True)
     args.cache = args.cache or args.out / "command-cache"
     index, _, count = args.shard.partition("/")
@@ -462,6 +548,7 @@ def main() -> None:
     versus = {n: paired(evaluated["ppo"], evaluated[n]) for n in best.values()}
 
     cache_hits, cache_misses = training["cache_total"]
+    imitated = training.get("imitation")
     results = {
         "setting": {
             "split": "long",
@@ -475,6 +562,7 @@ def main() -> None:
             "wall_s": training["wall_s"],
             "decisions": training["decisions"],
             "episodes": len(training["episodes"]),
+            "imitation": imitated,
             "command_cache_hit_rate": cache_hits / max(1, cache_hits + cache_misses),
         },
         "tuning_tasks": train_ids,
@@ -492,7 +580,8 @@ def main() -> None:
             "tasks": "real long train subset (29 tasks), no forced compaction",
             **results["setting"],
             **results["training"],
-            "algorithm": "sb3_contrib MaskablePPO, net_arch [64, 64], tanh",
+            "algorithm": "sb3_contrib MaskablePPO, net_arch [64, 64], tanh"
+            + (f", warm-started by cloning '{imitated['rule']}'" if imitated else ""),
         }
         shown = ("reward", "success", "cost_usd", "compactions")
         ppo_row = {k: evaluation["ppo"][k] for k in shown}

@@ -1,5 +1,5 @@
 """The exported timing policy file decides exactly like the SB3 model it came from
-(examples/ppo_timing_long.py's ``export``)."""
+(examples/ppo_timing_long.py's ``export``), and that example's ``imitate`` clones a rule."""
 
 from __future__ import annotations
 
@@ -70,3 +70,17 @@ def test_the_exported_policy_decides_like_the_sb3_model(tmp_path: Path) -> None:
     loaded = load_timing_policy(path)
     decided = np.array([int(loaded.wants_compaction(row)) for row in batch])
     assert decided.tolist() == expected.tolist()
+
+
+def test_imitate_clones_an_every_n_rule_into_the_policy() -> None:
+    module = example_module()
+    rows = np.random.default_rng(1).random((400, len(FEATURE_NAMES)), dtype=np.float32)
+    actions = (rows[:, 2] >= 0.3).astype(int)  # "compact once 30% of max_steps have passed"
+    masks = np.ones((len(rows), 2), dtype=bool)
+    masks[::7, 1] = False  # compaction not allowed: the rule continues there
+    actions[::7] = 0
+    demos = module.Demonstrations(rows, actions, masks, np.zeros(len(rows), np.float32), 1)
+    model = MaskablePPO("MlpPolicy", FeatureSpace(), policy_kwargs={"net_arch": [64, 64]}, seed=0)
+    fit = module.imitate(model, demos, epochs=300)
+    assert fit["free_decisions"] == int(masks[:, 1].sum())
+    assert fit["agreement"] >= 0.95 and fit["agreement_on_compactions"] >= 0.9
