@@ -128,8 +128,9 @@ def test_grpo_steps_quick_prints_a_metrics_row(tmp_path: Path) -> None:
 def test_ppo_timing_long_quick_writes_results_plot_and_policy(tmp_path: Path) -> None:
     policy = tmp_path / "policy.json"
     args = ["--quick", "--out", str(tmp_path / "out"), "--export", str(policy)]
-    run_example("ppo_timing_long.py", *args, cwd=tmp_path, timeout=900)
+    run_example("ppo_timing_long.py", *args, "--imitate", "every 10", cwd=tmp_path, timeout=900)
     results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["training"]["imitation"]["decisions"] > 0
     assert {"ppo", results["best_tuned_rule"]} <= set(results["eval"])
     assert results["ppo_minus_rule"][results["best_tuned_rule"]]["reward"]["n"] == 1
     assert (tmp_path / "out" / "results.png").stat().st_size > 0
