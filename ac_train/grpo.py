@@ -596,11 +596,10 @@ class GRPOTrainer:
 
         shared = None  # batch_groups: one policy for all workers, a group per decode
         if self.config.batch_groups:
-            shared = TransformersPolicy(
+            shared = TransformersPolicy.sampled_by(
                 self.model,
                 self.tokenizer,
-                max_new_tokens=self.config.max_new_tokens,
-                temperature=self.config.temperature,
+                self.sampling,
                 seed=hash((self.config.seed, step, rank)) % 2**63,
                 policy_version=step,
                 samples_per_prompt=self.config.rollouts_per_task,
@@ -611,11 +610,10 @@ class GRPOTrainer:
                 return sampler.policy(self.sampling)
             if shared is not None:
                 return shared
-            return TransformersPolicy(
+            return TransformersPolicy.sampled_by(
                 self.model,
                 self.tokenizer,
-                max_new_tokens=self.config.max_new_tokens,
-                temperature=self.config.temperature,
+                self.sampling,
                 seed=hash((self.config.seed, step, next(made))) % 2**63,
                 policy_version=step,
             )

@@ -278,6 +278,25 @@ class TransformersPolicy:
         self.samples_per_prompt = samples_per_prompt
         self._pending: dict[tuple[int, ...], list[PolicyOutput]] = {}
 
+    @classmethod
+    def sampled_by(
+        cls,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        sampling: SamplingConfig,
+        **settings: Any,
+    ) -> TransformersPolicy:
+        """A policy that samples by ``sampling``, the config every model worker shares
+        (``settings``: the other keywords of the constructor)."""
+        return cls(
+            model,
+            tokenizer,
+            max_new_tokens=sampling.max_new_tokens,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            **settings,
+        )
+
     def act(self, observation: Sequence[Mapping[str, str]]) -> PolicyOutput:
         if self.samples_per_prompt == 1:
             return self.generate(observation, self.sampling)
@@ -425,13 +444,6 @@ def hf_worker(path: str, sampling: SamplingConfig) -> Callable[[int], Policy]:
             if path not in _shared_models:
                 _shared_models[path] = load_model(path)
         model, tokenizer = _shared_models[path]
-        return TransformersPolicy(
-            model,
-            tokenizer,
-            max_new_tokens=sampling.max_new_tokens,
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            seed=seed,
-        )
+        return TransformersPolicy.sampled_by(model, tokenizer, sampling, seed=seed)
 
     return make

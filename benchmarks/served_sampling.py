@@ -68,14 +68,7 @@ def main() -> None:
     model, tokenizer = load_model("smollm2")
 
     def local(seed: int) -> Policy:
-        return TransformersPolicy(
-            model,
-            tokenizer,
-            max_new_tokens=sampling.max_new_tokens,
-            temperature=sampling.temperature,
-            top_p=sampling.top_p,
-            seed=seed,
-        )
+        return TransformersPolicy.sampled_by(model, tokenizer, sampling, seed=seed)
 
     rows = [("hf:smollm2 (in process)", local)]
     with llamacpp_server([(smollm2_gguf_path(), "smollm2")]) as url:
