@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from ac_env.grading import GradeResult, grade
 from ac_env.sandbox.base import Sandbox
+from ac_env.sandbox.command_cache import read_record, write_record
 from ac_env.tasks.model import Task
 
 
@@ -23,17 +22,14 @@ def grade_cached(
     """``grade(task, patch, make_sandbox(), timeout_s)``, replayed from ``directory/grades``."""
     key = json.dumps([task.instance_id, patch, timeout_s])
     path = Path(directory) / "grades" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
-    try:
-        record = json.loads(path.read_text())
-        if record["key"] == key:
+    record = read_record(path, key)
+    if record is not None:
+        try:
             return GradeResult.model_validate(record["grade"])
-    except (OSError, ValueError, KeyError):
-        pass
+        except (ValueError, KeyError):
+            pass
     result = grade(task, patch, make_sandbox(), timeout_s)
     if result.infra_error is None and not result.timed_out:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, staging = tempfile.mkstemp(dir=path.parent, prefix=".staging-")
-        with os.fdopen(fd, "w") as handle:
-            json.dump({"key": key, "grade": result.model_dump(mode="json")}, handle)
-        os.replace(staging, path)
+        write_record(path, {"key": key, "grade": result.model_dump(mode="json")})
     return result

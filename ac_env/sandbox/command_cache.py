@@ -129,7 +129,7 @@ class CachingSandbox:
         before = self.manifest()
         key = json.dumps([self.task_id, fingerprint(before), command, timeout_s, output_limit])
         path = self.directory / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
-        record = _load(path, key)
+        record = read_record(path, key)
         if record is not None:
             self.hits += 1
             return self._replay(record)
@@ -206,12 +206,12 @@ class CachingSandbox:
         repo = manifest({"repo": self.inner.workspace})
         key = json.dumps([self.task_id, fingerprint(repo)])
         path = self.directory / "diffs" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
-        record = _load(path, key)
+        record = read_record(path, key)
         if record is not None:
             return str(record["diff"])
         diff = self.inner.diff()
         path.parent.mkdir(exist_ok=True)
-        _write_json(path, {"key": key, "diff": diff})
+        write_record(path, {"key": key, "diff": diff})
         return diff
 
     def snapshot(self) -> bytes:
@@ -231,7 +231,9 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def _load(path: Path, key: str) -> dict[str, Any] | None:
+def read_record(path: Path, key: str) -> dict[str, Any] | None:
+    """The JSON record stored at ``path`` for ``key``; None when absent, unreadable or another
+    key's (a hash collision)."""
     try:
         record: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -240,10 +242,12 @@ def _load(path: Path, key: str) -> dict[str, Any] | None:
 
 
 def _store(path: Path, key: str, result: ExecResult, after: str, effect: dict[str, Any]) -> None:
-    _write_json(path, {"key": key, "result": asdict(result), "after": after, "effect": effect})
+    write_record(path, {"key": key, "result": asdict(result), "after": after, "effect": effect})
 
 
-def _write_json(path: Path, record: dict[str, Any]) -> None:
+def write_record(path: Path, record: dict[str, Any]) -> None:
+    """Write ``record`` as JSON at ``path`` atomically (staged beside it, then renamed), so
+    processes sharing a cache never read half a record."""
     fd, staging = tempfile.mkstemp(dir=path.parent, prefix=".staging-")
     with os.fdopen(fd, "w") as handle:
         json.dump(record, handle)
