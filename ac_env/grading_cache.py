@@ -1,7 +1,10 @@
 """Grades replayed by (task, patch): the final grading of an episode is a pure function of the
 task (its tests and base commit, fixed by its id) and the patch, so with a command cache
 (``command_cache``) a patch graded once is not graded again. Infrastructure errors and runs
-that timed out are never stored (they depend on the machine, not on the patch)."""
+that timed out are never stored (they depend on the machine, not on the patch). A patch whose
+tests pass only sometimes (randomness, the clock) keeps the outcome of its first grading: the
+cache is for deterministic workers (the timing env's reference agent), not for a policy that
+writes its own patches and could retry one until it passes once."""
 
 from __future__ import annotations
 
