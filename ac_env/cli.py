@@ -10,10 +10,11 @@ mines bug-fix tasks from real libraries (see ``ac_env.mining.build``) and writes
 turns such a build into the real-code suite's data (``ac_env.mining.pack``), which
 ``task_source="real"`` reads.
 
-    ac-env tasks long DIR [--per-library 16] [--bugs 2-4] [--seed 0]
+    ac-env tasks long DIR [--per-library 16] [--bugs 2-4] [--seed 0] [--solved-alone]
 
 composes long-horizon tasks (split ``long``) of several bugs each from a build's tasks (see
-``ac_env.mining.long``) and writes ``DIR/long.jsonl``.
+``ac_env.mining.long``; ``--solved-alone``: only bugs ``python -m ac_env.bench.solo`` saw the
+reference agent fix alone) and writes ``DIR/long.jsonl``.
 """
 
 from __future__ import annotations
@@ -85,6 +86,12 @@ def _parser() -> argparse.ArgumentParser:
     long.add_argument("--bugs", default="2-4", help="bugs per task: N or N-M (default 2-4)")
     long.add_argument("--seed", type=int, default=0, help="which groups of bugs are drawn")
     long.add_argument("--unisolated", action="store_true", help="run suites without bubblewrap")
+    long.add_argument(
+        "--solved-alone",
+        action="store_true",
+        help="draw only bugs the reference agent fixed alone (<slug>/solo.jsonl, written by "
+        "`python -m ac_env.bench.solo`)",
+    )
     return parser
 
 
@@ -97,6 +104,7 @@ def _long(args: argparse.Namespace) -> int:
         max_bugs=high,
         seed=args.seed,
         isolation="none" if args.unisolated else "bwrap",
+        solved_alone=args.solved_alone,
     )
     return 0 if compose(options, args.libraries) else 1
 

@@ -11,16 +11,20 @@ from pathlib import Path
 import pytest
 from mined_sdist import library_files, make_sdist
 
+from ac_env.bench.solo import run_library
 from ac_env.grading import grade
 from ac_env.mining.baseline import Baseline
 from ac_env.mining.build import BuildOptions, build
 from ac_env.mining.long import (
+    SOLO_FILE,
     LongMade,
     LongOptions,
+    SoloRun,
     _check_combined,
     compose,
     draw_groups,
     parse_bug_range,
+    solved_alone,
 )
 from ac_env.mining.runner import SuiteRun
 from ac_env.mining.statement import Secret
@@ -129,6 +133,20 @@ def test_interacting_bugs_are_refused():
     assert "interact" in (_check_combined(spread, baseline, {"t::a", "t::b"}) or "")
 
 
+def test_solved_alone_keeps_the_solved_bugs_and_refuses_a_partial_record(tmp_path: Path):
+    tasks = [single(f"b{n}", f"f{n}.py", [f"t::{n}"]) for n in range(3)]
+
+    def record(name: str, solved: bool) -> str:
+        run = SoloRun(instance_id=name, solved=solved, steps=5, peak_context=1, exit_reason="x")
+        return run.model_dump_json() + "\n"
+
+    (tmp_path / SOLO_FILE).write_text(record("b0", True) + record("b1", False))
+    with pytest.raises(FileNotFoundError, match="no solo run of 1 task.*b2.*ac_env.bench.solo"):
+        solved_alone(tmp_path, tasks)
+    (tmp_path / SOLO_FILE).write_text(record("b0", True) + record("b1", False) + record("b2", True))
+    assert [task.instance_id for task in solved_alone(tmp_path, tasks)] == ["b0", "b2"]
+
+
 # ---- end to end on a tiny library ------------------------------------------------------------
 
 
@@ -187,3 +205,39 @@ def test_composing_again_resumes_and_gives_the_same_tasks(composed: Path):
     again = compose(options.model_copy(update={"isolation": ISOLATION}))
     assert [t.instance_id for t in again] == before
     assert (composed / "minilib-0.1" / "long_made.jsonl").read_text() == made
+
+
+@pytest.mark.slow
+def test_solo_runs_resume_and_feed_composing_from_the_solved_bugs(composed: Path, tmp_path: Path):
+    shutil.copytree(composed, tmp_path / "build", symlinks=True)
+    library = tmp_path / "build" / "minilib-0.1"
+    drawn = LongMade.model_validate_json((library / "long_made.jsonl").open().readline())
+    (library / "long_made.jsonl").unlink()
+    singles = [t.instance_id for t in read_task_file(library / "tasks.jsonl")]
+    runs = run_library(library, max_steps=30, workers=1)
+    assert [run.instance_id for run in runs] == singles
+    written = (library / SOLO_FILE).read_text()
+    assert len(written.splitlines()) == len(singles)
+    assert run_library(library, max_steps=30, workers=1) == runs  # resumed: nothing reran
+    assert (library / SOLO_FILE).read_text() == written
+    # The tiny library's config breaks the agent's own test runs, so it fixes nothing here:
+    # record every bug but one as solved alone (one the unfiltered draw takes first), and no
+    # group may draw that one.
+    excluded = drawn.members[0]
+    solved = set(singles) - {excluded}
+    (library / SOLO_FILE).write_text(
+        "".join(
+            run.model_copy(update={"solved": run.instance_id in solved}).model_dump_json() + "\n"
+            for run in runs
+        )
+    )
+    options = LongOptions(
+        build_dir=library.parent, per_library=2, min_bugs=2, max_bugs=2, isolation=ISOLATION
+    )
+    made = compose(options.model_copy(update={"solved_alone": True}))
+    members = {
+        member
+        for line in (library / "long_made.jsonl").read_text().splitlines()
+        for member in LongMade.model_validate_json(line).members
+    }
+    assert made and members <= solved

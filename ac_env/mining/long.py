@@ -2,7 +2,8 @@
 
 From a built library (``<build>/<slug>/``: ``repo/``, ``baseline.json``, ``tasks.jsonl``),
 groups of single-bug tasks are drawn, deterministically from the seed: bugs in different
-files whose failing tests are disjoint, each bug used as evenly as the groups allow. A group
+files whose failing tests are disjoint, each bug used as evenly as the groups allow (with
+``solved_alone``, only bugs ``<slug>/solo.jsonl`` records the reference agent fixing alone). A group
 becomes a task when the combined mutant (every bug's file at once) fails exactly the union
 of the bugs' failing tests and passes the rest of the baseline's tests (bugs can interact),
 when its statement lists each bug's symptom without naming any bug's place, and when the
@@ -50,6 +51,10 @@ MAX_GROUPS_TRIED = 8
 SUITE_TIMEOUT_S = 120.0
 """The least time a combined mutant's suite run gets (a loaded machine runs slowly)."""
 
+SOLO_FILE = "solo.jsonl"
+"""``<slug>/solo.jsonl``: the reference agent's run on each single-bug task, alone
+(written by ``python -m ac_env.bench.solo``)."""
+
 
 class LongOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -60,6 +65,9 @@ class LongOptions(BaseModel):
     max_bugs: int = Field(default=4, ge=2, description="most bugs in a task")
     seed: int = Field(default=0, description="which groups of bugs are drawn")
     isolation: Isolation = "bwrap"
+    solved_alone: bool = Field(
+        default=False, description=f"draw only bugs the reference agent fixed alone ({SOLO_FILE})"
+    )
 
     @model_validator(mode="after")
     def _bug_range(self) -> LongOptions:
@@ -75,6 +83,32 @@ class LongMade(BaseModel):
     members: list[str]
     task: Task | None = None
     reason: str = ""
+
+
+class SoloRun(BaseModel):
+    """One line of ``solo.jsonl``: the reference agent on one single-bug task, alone."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    instance_id: str
+    solved: bool
+    steps: int
+    peak_context: int
+    exit_reason: str
+
+
+def solved_alone(directory: Path, singles: list[Task]) -> list[Task]:
+    """The tasks of ``singles`` that ``directory/solo.jsonl`` records as solved alone; every
+    task must have a record there (a partial file would silently shrink the pool)."""
+    path = directory / SOLO_FILE
+    runs = {run.instance_id: run for run in _read_jsonl(path, SoloRun)}
+    missing = [task.instance_id for task in singles if task.instance_id not in runs]
+    if missing:
+        raise FileNotFoundError(
+            f"{path}: no solo run of {len(missing)} task(s) (first {missing[0]}); run "
+            f"`python -m ac_env.bench.solo {directory.parent} --libraries {directory.name}`"
+        )
+    return [task for task in singles if runs[task.instance_id].solved]
 
 
 def parse_bug_range(text: str) -> tuple[int, int]:
@@ -324,6 +358,8 @@ def _truth(task: Task) -> GroundTruth:
 def compose_library(directory: Path, options: LongOptions) -> list[Task]:
     """Up to ``options.per_library`` long tasks of the library built in ``directory``."""
     singles = [task for task in read_task_file(directory / "tasks.jsonl") if task.split != "long"]
+    if options.solved_alone:
+        singles = solved_alone(directory, singles)
     made_path = directory / "long_made.jsonl"
     made = {record.key: record for record in _read_jsonl(made_path, LongMade)}
     library = _Library(directory, options.isolation)
