@@ -263,3 +263,23 @@ def test_a_task_file_or_the_real_suite_defaults_to_every_split():
     assert BenchConfig(task_source="tasks.jsonl").split is None
     assert BenchConfig(task_source="real").split is None
     assert BenchConfig(task_source="real", split="long").split == "long"
+
+
+@pytest.mark.slow
+def test_a_command_cache_replays_a_strategys_commands_for_the_next(tiny_task_file, tmp_path):
+    cache = tmp_path / "cache"
+    config = quick_config(tiny_task_file, strategies=["none"], seeds=[0], command_cache=str(cache))
+    first = run_benchmark(config, tmp_path / "none", progress=False)
+    commands = sorted(cache.glob("*.json"))  # one record per command (diffs/, grades/ beside)
+    assert commands and list(cache.glob("grades/*.json")), "the first run records what it ran"
+    # another strategy runs the same agent's commands on the same workspaces: all replayed
+    again = config.model_copy(update={"strategies": ["self"]})  # compacts after locating
+    second = run_benchmark(again, tmp_path / "self", progress=False)
+    assert sorted(cache.glob("*.json")) == commands
+    assert all(r.budgets[-1].reward == 1.0 for r in first + second)
+    assert all(r.metrics and r.metrics.count("proactive") == 1 for r in second)
+    report = write_report(again, second, tmp_path / "self")
+    assert f"replayed from `{cache}`" in report.text
+    # the cache changes how fast a run goes, not what it measures: a resume may drop it
+    uncached = again.model_copy(update={"command_cache": None})
+    assert run_benchmark(uncached, tmp_path / "self", progress=False) == second

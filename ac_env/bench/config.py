@@ -17,7 +17,7 @@ from ac_env.timing.policy_file import DEFAULT_TIMING_POLICY
 DEFAULT_BUDGETS = (0.10, 0.20, 0.40, 0.80, 1.20, 4.00)
 CONFIG_FILE = "config.json"
 # Settings that change how fast a run goes, not what it measures: free to differ on resume.
-_RUNTIME_ONLY = ("workers",)
+_RUNTIME_ONLY = ("workers", "command_cache")
 
 
 class BenchConfig(BaseModel):
@@ -71,6 +71,13 @@ class BenchConfig(BaseModel):
     max_steps: int = Field(default=50, gt=0, description="model turns per episode")
     sandbox: str = Field(default="local", description="local | unisolated | docker")
     workers: int = Field(default=2, gt=0, description="episodes run in parallel")
+    command_cache: str | None = Field(
+        default=None,
+        description="replay recorded command outputs and grades from this directory (local "
+        "sandboxes; ac_env.sandbox.command_cache): strategies that run the same commands on the "
+        "same workspace pay for them once. For deterministic workers (the reference agent): a "
+        "flaky test keeps the outcome it first had",
+    )
     temperature: float = Field(default=0.7, ge=0, description="model workers' sampling; 0: greedy")
     top_p: float = Field(default=1.0, gt=0, le=1, description="nucleus mass when sampling")
     max_new_tokens: int = Field(default=256, gt=0, description="output tokens per model call")

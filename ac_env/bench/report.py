@@ -93,6 +93,15 @@ def _metric(records: Sequence[EpisodeRecord], value: Callable[[EpisodeMetrics], 
     return float(np.mean([np.mean(v) for v in per_task.values()])) if per_task else float("nan")
 
 
+def cache_note(config: BenchConfig) -> list[str]:
+    if config.command_cache is None:
+        return []
+    return [
+        f"Commands and grades replayed from `{config.command_cache}` where recorded (same task, "
+        "workspace and command): a replayed command shows the output of its first run."
+    ]
+
+
 def budget_table(config: BenchConfig, records: Sequence[EpisodeRecord]) -> str:
     head = "| strategy | " + " | ".join(f"${b:g}" for b in config.budgets) + " |"
     rows = [head, "|---" * (len(config.budgets) + 1) + "|"]
@@ -219,6 +228,7 @@ def write_report(
             f"fixed threshold {config.fixed_threshold}, "
             f"fallback threshold {config.fallback_threshold}",
             f"Sampling (every model worker): {sampling_line(config.sampling)}",
+            *cache_note(config),
             *rules_section(rules),
             "## Success rate [95% CI] and mean cost per episode, by budget (USD)",
             budget_table(config, records),

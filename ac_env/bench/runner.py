@@ -192,6 +192,7 @@ def episode_env_kwargs(config: BenchConfig, job: Job) -> dict[str, Any]:
         "budget_usd": config.run_budget,
         "context_window": config.context_window,
         "max_steps": config.max_steps,
+        "command_cache": config.command_cache,
         **strategy.env_kwargs(config.fallback_threshold, config.fixed_threshold),
     }
 
