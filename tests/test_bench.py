@@ -238,6 +238,8 @@ def test_report_tables_and_plots(one_run):
     # self: one summary per episode (after locating), two episodes; masking writes none
     assert any(row.startswith("| self | 2 |") for row in audit_rows)
     assert any(row.startswith("| masking | 0 |") for row in audit_rows)
+    payback_rows = report.text.split("## Break-even")[1].split("## Summary audit")[0].splitlines()
+    assert any(row.startswith("| self | 2 | 0.0") for row in payback_rows)  # one per episode
     for plot in report.plots:
         assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 10_000
     stored = json.loads((out / "config.json").read_text())

@@ -175,3 +175,21 @@ def test_bootstrap_means_per_task_then_over_tasks():
     assert (same.low, same.mean, same.high) == pytest.approx((0.25, 0.25, 0.25))
     empty = bootstrap_mean([[], []])
     assert empty.n == 0 and math.isnan(empty.mean)
+
+
+def test_a_compaction_breaks_even_when_the_saved_reads_cover_its_extra_cost():
+    m = episode_metrics(episode(), TASK, PRICING, context_window=10_000)
+    first, forced = m.paybacks
+    # step 1: the summary call (1000 uncached, 1000 cached, 300 out); tokens 2000 -> 100
+    assert first.writing_usd == pytest.approx((1000 + 1000 * 0.2 + 300 * 2) / 1e6)
+    assert first.cache_miss_usd == pytest.approx(100 * (1.0 - 0.2) / 1e6)
+    assert first.saving_per_step_usd == pytest.approx(1900 * 0.2 / 1e6)
+    assert first.break_even_steps == pytest.approx((1800 + 80) / 380)
+    assert first.later_steps == 4 and not first.paid_off
+    # step 4: the skipped summary (3) and the requested one (4) are both its writing cost
+    writing = (2600 + 400 * 0.2 + 200 * 2) + (5000 * 0.2 + 200 * 2)
+    assert forced.writing_usd == pytest.approx(writing / 1e6)
+    assert forced.saving_per_step_usd == pytest.approx(4900 * 0.2 / 1e6)
+    assert forced.later_steps == 1 and forced.break_even_steps > 1 and not forced.paid_off
+    cheap = forced.model_copy(update={"writing_usd": 0.0, "cache_miss_usd": 0.0})
+    assert cheap.break_even_steps == 0 and cheap.paid_off

@@ -17,6 +17,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
+from ac_env.bench.payback import Payback, paybacks, priced
 from ac_env.compaction import CommandRecord, files_read
 from ac_env.cost import Pricing
 from ac_env.tasks import Task
@@ -52,6 +53,7 @@ class EpisodeMetrics(BaseModel):
     cache_hit_rate: float
     root_cause_step: int | None
     compactions: list[CompactionRecord]
+    paybacks: list[Payback] = []  # per applied compaction: when it pays for itself
 
     def count(self, kind: str) -> int:
         return sum(1 for c in self.compactions if c.kind == kind)
@@ -82,15 +84,12 @@ def episode_metrics(
         cache_hit_rate=cached / total_input if total_input else 0.0,
         root_cause_step=root_step,
         compactions=_compactions(trajectory, root_step, task, context_window),
+        paybacks=paybacks(trajectory, pricing, {c.step for c in calls if is_summary_call(c)}),
     )
 
 
 def _add_call_cost(split: CostSplit, call: ModelCall, pricing: Pricing) -> None:
-    tier = pricing.tier_for(call.cost.input_uncached + call.cost.input_cached)
-    scale = pricing.usd_per_unit / 1e6
-    uncached = call.cost.input_uncached * tier.input_per_mtok * scale
-    cached = call.cost.input_cached * tier.cached_price * scale
-    output = call.cost.output * tier.output_per_mtok * scale
+    uncached, cached, output = priced(call, pricing)
     split.uncached_input_usd += uncached
     split.cached_input_usd += cached
     split.output_usd += output

@@ -38,6 +38,7 @@ from ac_env.bench.paired import (
     spent_at,
     task_values,
 )
+from ac_env.bench.payback import PAYBACK_HEADER, payback_row
 from ac_env.bench.runner import EpisodeRecord
 from ac_env.paths import safe_child
 from ac_env.policy import SamplingConfig
@@ -100,6 +101,14 @@ def cache_note(config: BenchConfig) -> list[str]:
         f"Commands and grades replayed from `{config.command_cache}` where recorded (same task, "
         "workspace and command): a replayed command shows the output of its first run."
     ]
+
+
+def payback_table(records: Sequence[EpisodeRecord]) -> str:
+    rows = [PAYBACK_HEADER]
+    for strategy, group in by_strategy(records).items():
+        items = [p for r in group if r.metrics for p in r.metrics.paybacks]
+        rows.append(payback_row(strategy, items))
+    return "\n".join(rows)
 
 
 def budget_table(config: BenchConfig, records: Sequence[EpisodeRecord]) -> str:
@@ -238,6 +247,12 @@ def write_report(
             "Compaction counts are per episode; 'summary $': the whole cost of the calls that "
             "wrote (or were asked for) a summary, 'summary out $' its output part; 'after root "
             "cause': share of summaries written after a ground-truth file was first read.",
+            "## Break-even of a compaction (cost only)",
+            payback_table(records),
+            "Medians over every applied compaction. Extra: the calls that wrote the summary plus "
+            "the next call reading the rewritten prompt uncached; saved: the removed tokens at "
+            "the cache-hit price on each later step; break-even: extra / saved; paid off: the "
+            "episode went on at least that many steps (ac_env/bench/payback.py).",
             "## Summary audit and continuation after compaction",
             audit_table(records),
             "Audit rates are over the summaries the policy wrote (summary-ignored writes none); "
