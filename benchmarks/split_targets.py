@@ -14,7 +14,7 @@ least 40K tokens; full32 overflows on at least 60%; fix32 solves at least as man
 
     nice -n 10 .venv/bin/python benchmarks/split_targets.py --long BUILD/long.jsonl \\
         [--real BUILD/tasks.jsonl] [--builtin easy medium hard context-stress] [--limit 8] \\
-        [--settings full128 full32 fix32] [--workers 1] [--max-steps 100]
+        [--settings full128 full32 fix32] [--workers 1] [--max-steps 100] [--command-cache DIR]
 
 ``--long`` and ``--real`` take a task source, as ``load_tasks(source, split)`` does: a task
 file, or the name of a packaged suite; ``--long-split``/``--real-split`` name the split
@@ -95,6 +95,7 @@ def run(
             context_window=setting.window,
             forced_compaction_threshold=None,
             max_steps=args.max_steps,
+            command_cache=args.command_cache,
         )
 
     jobs = [RolloutJob(options={"task_id": instance_id}) for instance_id in ids]
@@ -172,6 +173,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--max-steps", type=int, default=100)
     parser.add_argument("--verbose", action="store_true", help="one line per episode")
+    parser.add_argument(
+        "--command-cache",
+        help="replay recorded command outputs from this directory: the settings run the same "
+        "deterministic agent, so full32 replays full128's prefix (ac_env.sandbox.command_cache)",
+    )
     args = parser.parse_args()
 
     def split_name(value: str) -> str | None:
