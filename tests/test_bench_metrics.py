@@ -193,3 +193,19 @@ def test_a_compaction_breaks_even_when_the_saved_reads_cover_its_extra_cost():
     assert forced.later_steps == 1 and forced.break_even_steps > 1 and not forced.paid_off
     cheap = forced.model_copy(update={"writing_usd": 0.0, "cache_miss_usd": 0.0})
     assert cheap.break_even_steps == 0 and cheap.paid_off
+
+
+def test_a_compaction_cut_by_the_end_of_the_episode_is_not_counted_as_skipped():
+    t = episode()
+    last = call(5, "compact", 600, 100, 500, 200, segment=2)  # the budget ran out on this call
+    t.events[-2] = last
+    t.events[-1] = t.events[-1].model_copy(update={"reward": 0.0, "exit_reason": "budget"})
+    m = episode_metrics(t, TASK, PRICING, context_window=10_000)
+    assert [(c.step, c.kind) for c in m.compactions] == [
+        (1, "proactive"),
+        (3, "skipped"),
+        (4, "forced"),
+    ]
+    submitted = t.events[-1].model_copy(update={"exit_reason": "submitted"})
+    t.events[-1] = submitted  # not cut: an unapplied summary on the last call was skipped
+    assert episode_metrics(t, TASK, PRICING, context_window=10_000).count("skipped") == 2

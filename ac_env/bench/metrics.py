@@ -151,9 +151,14 @@ def _compactions(
         for event in trajectory.compactions()
     ]
     applied = {event.step for event in trajectory.compactions()}
-    for call in trajectory.model_calls():
+    calls = trajectory.model_calls()
+    end = trajectory.end
+    # The last call of an episode cut short (budget, window, steps) was never executed: its
+    # compaction was cut, not skipped.
+    cut = calls[-1].step if calls and end is not None and end.exit_reason != "submitted" else None
+    for call in calls:
         skipped = call.action.get("kind") == "compact" and not call.forced_compaction_request
-        if skipped and call.step not in applied:
+        if skipped and call.step not in applied and call.step != cut:
             records.append(
                 CompactionRecord(
                     step=call.step,
