@@ -10,7 +10,7 @@ mines bug-fix tasks from real libraries (see ``ac_env.mining.build``) and writes
 turns such a build into the real-code suite's data (``ac_env.mining.pack``), which
 ``task_source="real"`` reads.
 
-    ac-env tasks long DIR [--per-library 16] [--bugs 2-4] [--seed 0] [--solved-alone]
+    ac-env tasks long DIR [--per-library 16] [--bugs 2-4] [--per-file 1] [--seed 0] [--solved-alone]
 
 composes long-horizon tasks (split ``long``) of several bugs each from a build's tasks (see
 ``ac_env.mining.long``; ``--solved-alone``: only bugs ``python -m ac_env.bench.solo`` saw the
@@ -85,6 +85,9 @@ def _parser() -> argparse.ArgumentParser:
     long.add_argument("--per-library", type=int, default=16, help="long tasks per library")
     long.add_argument("--bugs", default="2-4", help="bugs per task: N or N-M (default 2-4)")
     long.add_argument("--seed", type=int, default=0, help="which groups of bugs are drawn")
+    long.add_argument(
+        "--per-file", type=int, default=1, help="most bugs from one file, in different functions"
+    )
     long.add_argument("--unisolated", action="store_true", help="run suites without bubblewrap")
     long.add_argument(
         "--solved-alone",
@@ -103,6 +106,7 @@ def _long(args: argparse.Namespace) -> int:
         min_bugs=low,
         max_bugs=high,
         seed=args.seed,
+        per_file=args.per_file,
         isolation="none" if args.unisolated else "bwrap",
         solved_alone=args.solved_alone,
     )

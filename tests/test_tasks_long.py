@@ -103,6 +103,28 @@ def test_groups_take_bugs_in_different_files_with_disjoint_failing_tests():
     ]
 
 
+def test_per_file_allows_bugs_of_one_file_in_different_functions():
+    def bug(name: str, path: str, function: str, test: str) -> Task:
+        task = single(name, path, [test])
+        truth = GroundTruth(files=[path], functions=[f"{path}:{function}"])
+        return task.model_copy(update={"ground_truth": truth})
+
+    tasks = [
+        bug("a1", "a.py", "f", "t::1"),
+        bug("a2", "a.py", "g", "t::2"),
+        bug("a3", "a.py", "f", "t::3"),  # the function of a1
+        bug("a4", "a.py", "h", "t::4"),
+    ]
+    options = LongOptions(build_dir=Path("."), per_library=6, min_bugs=2, max_bugs=2)
+    assert list(draw_groups(tasks, options, "lib")) == []  # one file: no group by default
+    groups = list(draw_groups(tasks, options.model_copy(update={"per_file": 2}), "lib"))
+    assert groups
+    pairs = {frozenset(t.instance_id for t in group) for group in groups}
+    assert frozenset({"a1", "a3"}) not in pairs  # never two bugs in one function
+    three = options.model_copy(update={"per_file": 2, "min_bugs": 3, "max_bugs": 3})
+    assert list(draw_groups(tasks, three, "lib")) == []  # at most two from the file
+
+
 def test_no_group_when_every_bug_is_in_one_file():
     tasks = [single(f"a{n}", "a.py", [f"t::{n}"]) for n in range(4)]
     assert list(draw_groups(tasks, LongOptions(build_dir=Path(".")), "lib")) == []

@@ -58,7 +58,7 @@ CompactWhen = Literal["never", "after_locate", "after_fix", "rubric"]
 
 RUBRIC_TOKENS = 12_000  # the rubric's "more than about 12,000 tokens"
 RUBRIC_SETTLE_TURNS = 3  # the rubric's "a few turns ago": fewer own turns than this
-MAX_KEPT_FIXES = 3  # partial fixes kept on top of each other (a bug each): four bugs in all
+MAX_KEPT_FIXES = 5  # partial fixes kept on top of each other (a bug each): six bugs in all
 SUITE_TIMEOUT_S = 55  # under the env's default 60 s command limit
 TRY_TIMEOUT_S = 20  # the failing tests alone; a candidate that makes them hang is wrong
 SRC_LAYOUT = '[ -d src ] && export PYTHONPATH="$PWD/src"'

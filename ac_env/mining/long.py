@@ -1,10 +1,11 @@
-"""``ac-env tasks long``: long-horizon tasks, each two to four independent mined bugs at once.
+"""``ac-env tasks long``: long-horizon tasks, each several independent mined bugs at once.
 
 From a built library (``<build>/<slug>/``: ``repo/``, ``baseline.json``, ``tasks.jsonl``),
 groups of single-bug tasks are drawn, deterministically from the seed: bugs in different
-files whose failing tests are disjoint, each bug used as evenly as the groups allow (with
-``solved_alone``, only bugs ``<slug>/solo.jsonl`` records the reference agent fixing alone). A group
-becomes a task when the combined mutant (every bug's file at once) fails exactly the union
+functions (at most ``per_file`` in one file) whose failing tests are disjoint, each bug used
+as evenly as the groups allow (with ``solved_alone``, only bugs ``<slug>/solo.jsonl`` records
+the reference agent fixing alone). A group becomes a task when the combined mutant (every
+bug's gold patch reversed, one after another) fails exactly the union
 of the bugs' failing tests and passes the rest of the baseline's tests (bugs can interact),
 when its statement lists each bug's symptom without naming any bug's place, and when the
 environment's grader resolves the combined gold patch and does not resolve the empty one.
@@ -35,7 +36,7 @@ from ac_env.mining.baseline import Baseline
 from ac_env.mining.build import _append, _read_jsonl, write_task_file
 from ac_env.mining.layout import Layout, inspect_layout
 from ac_env.mining.runner import SuiteRun, SuiteRunner, base_task
-from ac_env.mining.sdist import commit_tree, copy_tree, git
+from ac_env.mining.sdist import SourceError, commit_tree, copy_tree, git
 from ac_env.mining.statement import Secret, by_class_name, display_name, symptom_bodies
 from ac_env.mining.task import GRADING_TIMEOUT_S, TaskRejected
 from ac_env.paths import safe_child
@@ -63,6 +64,9 @@ class LongOptions(BaseModel):
     per_library: int = Field(default=16, ge=1, description="long tasks per library")
     min_bugs: int = Field(default=2, ge=2, description="fewest bugs in a task")
     max_bugs: int = Field(default=4, ge=2, description="most bugs in a task")
+    per_file: int = Field(
+        default=1, ge=1, description="most bugs from one file (each in its own functions)"
+    )
     seed: int = Field(default=0, description="which groups of bugs are drawn")
     isolation: Isolation = "bwrap"
     solved_alone: bool = Field(
@@ -132,8 +136,9 @@ def group_key(members: list[Task]) -> str:
 
 
 def draw_groups(tasks: list[Task], options: LongOptions, salt: str) -> Iterator[list[Task]]:
-    """Groups of bugs in different files with disjoint failing tests, each new and drawn from
-    the least used bugs first; deterministic for a seed and a task list."""
+    """Groups of bugs in different functions with disjoint failing tests, at most
+    ``options.per_file`` from one file, each group new and drawn from the least used bugs
+    first; deterministic for a seed and a task list."""
     rng = random.Random(f"{options.seed}:{salt}")
     used: Counter[str] = Counter()
     seen: set[str] = set()
@@ -142,9 +147,14 @@ def draw_groups(tasks: list[Task], options: LongOptions, salt: str) -> Iterator[
         ranked = sorted(tasks, key=lambda t: (used[t.instance_id], rng.random()))
         group: list[Task] = []
         for task in ranked:
-            files = {_file(member) for member in group}
+            files = Counter(_file(member) for member in group)
+            functions = {name for member in group for name in _truth(member).functions}
             failing = {test for member in group for test in member.FAIL_TO_PASS}
-            if _file(task) not in files and failing.isdisjoint(task.FAIL_TO_PASS):
+            if (
+                files[_file(task)] < options.per_file
+                and functions.isdisjoint(_truth(task).functions)
+                and failing.isdisjoint(task.FAIL_TO_PASS)
+            ):
                 group.append(task)
             if len(group) == size:
                 break
@@ -198,8 +208,11 @@ def _write_long_repo(
         for index, member in enumerate(members):
             patch_file = Path(scratch) / f"{index}.diff"
             patch_file.write_text(member.patch, encoding="utf-8")
-            git(staging, "apply", "-R", str(patch_file))
-        paths = [_file(member) for member in members]
+            try:
+                git(staging, "apply", "-R", str(patch_file))
+            except SourceError as error:  # two bugs of one file too close together
+                raise TaskRejected(f"the bugs' patches overlap: {error}") from None
+        paths = list(dict.fromkeys(_file(member) for member in members))
         mutated = {path: (staging / path).read_text(encoding="utf-8") for path in paths}
         commit_tree(staging, "scratch")
         for path in paths:
@@ -336,7 +349,7 @@ def _validated(
         test_files=first.test_files,
         test_command=first.test_command,
         ground_truth=GroundTruth(
-            files=[_file(member) for member in members],
+            files=list(dict.fromkeys(_file(member) for member in members)),
             functions=[f for member in members for f in _truth(member).functions],
             operators=[o for member in members for o in _truth(member).operators],
         ),
@@ -402,7 +415,7 @@ def compose(options: LongOptions, libraries: list[str] | None = None) -> list[Ta
             raise FileNotFoundError(f"{directory}: no tasks.jsonl (build the library first)")
     for directory in directories:
         tasks = compose_library(directory, options)
-        bugs = Counter(len(task.ground_truth.files) for task in tasks if task.ground_truth)
+        bugs = Counter(len(task.ground_truth.functions) for task in tasks if task.ground_truth)
         shape = ", ".join(f"{count} with {size} bugs" for size, count in sorted(bugs.items()))
         print(f"{directory.name}: {len(tasks)} long tasks ({shape or 'none'})", flush=True)
     every = [
