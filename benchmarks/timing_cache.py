@@ -48,7 +48,7 @@ def episode(env: TimingEnv, task_id: str, every: int | None) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", nargs="+", default=["cachetools-8.0.2__long-4663ad001d"])
+    parser.add_argument("--tasks", nargs="+", default=["cachetools-8.0.2__long-8302545633"])
     args = parser.parse_args()
     kwargs = {
         "task_source": "real",
