@@ -95,6 +95,11 @@ def _parser() -> argparse.ArgumentParser:
         help="draw only bugs the reference agent fixed alone (<slug>/solo.jsonl, written by "
         "`python -m ac_env.bench.solo`)",
     )
+    long.add_argument(
+        "--solo-peak-at-most",
+        type=int,
+        help="with --solved-alone: only bugs whose solo run's context peaked at most N tokens",
+    )
     return parser
 
 
@@ -109,6 +114,7 @@ def _long(args: argparse.Namespace) -> int:
         per_file=args.per_file,
         isolation="none" if args.unisolated else "bwrap",
         solved_alone=args.solved_alone,
+        solo_peak_at_most=args.solo_peak_at_most,
     )
     return 0 if compose(options, args.libraries) else 1
 

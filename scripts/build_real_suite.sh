@@ -14,7 +14,7 @@ out=${1:-${AUTOCOMPACT_CACHE:-$HOME/.cache/autocompact}/real-build}
 # The shipped data was mined before the miner's per-function cap existed: --max-per-function
 # 1000 reproduces it, and `pack --max-per-function 4` spreads the suite over functions instead.
 build=(.venv/bin/ac-env tasks build --out "$out" --seed 0 --jobs 1 --max-per-function 1000 --no-progress)
-long=(.venv/bin/ac-env tasks long "$out" --seed 0 --bugs 5-6 --per-file 2 --solved-alone)
+long=(.venv/bin/ac-env tasks long "$out" --seed 0 --bugs 5-6 --per-file 2 --solved-alone --solo-peak-at-most 20000)
 
 "${build[@]}" --max-tasks 29 boltons==26.2.0
 "${build[@]}" --max-tasks 50 toolz==1.2.0 cachetools==8.0.2 semver==3.1.2

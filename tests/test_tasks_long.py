@@ -167,6 +167,12 @@ def test_solved_alone_keeps_the_solved_bugs_and_refuses_a_partial_record(tmp_pat
         solved_alone(tmp_path, tasks)
     (tmp_path / SOLO_FILE).write_text(record("b0", True) + record("b1", False) + record("b2", True))
     assert [task.instance_id for task in solved_alone(tmp_path, tasks)] == ["b0", "b2"]
+    heavy = SoloRun(instance_id="b2", solved=True, steps=9, peak_context=900, exit_reason="x")
+    (tmp_path / SOLO_FILE).write_text(
+        record("b0", True) + record("b1", False) + heavy.model_dump_json()
+    )
+    assert [task.instance_id for task in solved_alone(tmp_path, tasks, 899)] == ["b0"]
+    assert [task.instance_id for task in solved_alone(tmp_path, tasks, 900)] == ["b0", "b2"]
 
 
 # ---- end to end on a tiny library ------------------------------------------------------------

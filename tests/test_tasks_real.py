@@ -195,7 +195,7 @@ def test_the_shipped_suite_is_real_code_at_scale() -> None:
             truth = row.task.ground_truth
             assert truth is not None  # five or six bugs, in their own functions
             assert 5 <= len(set(truth.functions)) == len(truth.functions) <= 6
-            assert 2 <= len(truth.files)
+            assert len(truth.files) >= 2
 
 
 def test_gym_make_runs_a_shipped_long_task_offline(tmp_path: Path, monkeypatch) -> None:

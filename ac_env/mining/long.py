@@ -72,6 +72,12 @@ class LongOptions(BaseModel):
     solved_alone: bool = Field(
         default=False, description=f"draw only bugs the reference agent fixed alone ({SOLO_FILE})"
     )
+    solo_peak_at_most: int | None = Field(
+        default=None,
+        gt=0,
+        description="with solved_alone: only bugs whose solo run's context peaked at most this "
+        "many tokens (so that each bug's own repair fits a window compacted after each fix)",
+    )
 
     @model_validator(mode="after")
     def _bug_range(self) -> LongOptions:
@@ -101,9 +107,12 @@ class SoloRun(BaseModel):
     exit_reason: str
 
 
-def solved_alone(directory: Path, singles: list[Task]) -> list[Task]:
-    """The tasks of ``singles`` that ``directory/solo.jsonl`` records as solved alone; every
-    task must have a record there (a partial file would silently shrink the pool)."""
+def solved_alone(
+    directory: Path, singles: list[Task], peak_at_most: int | None = None
+) -> list[Task]:
+    """The tasks of ``singles`` that ``directory/solo.jsonl`` records as solved alone (with a
+    context peak of at most ``peak_at_most`` tokens); every task must have a record there (a
+    partial file would silently shrink the pool)."""
     path = directory / SOLO_FILE
     runs = {run.instance_id: run for run in _read_jsonl(path, SoloRun)}
     missing = [task.instance_id for task in singles if task.instance_id not in runs]
@@ -112,7 +121,12 @@ def solved_alone(directory: Path, singles: list[Task]) -> list[Task]:
             f"{path}: no solo run of {len(missing)} task(s) (first {missing[0]}); run "
             f"`python -m ac_env.bench.solo {directory.parent} --libraries {directory.name}`"
         )
-    return [task for task in singles if runs[task.instance_id].solved]
+    limit = peak_at_most if peak_at_most is not None else float("inf")
+    return [
+        task
+        for task in singles
+        if runs[task.instance_id].solved and runs[task.instance_id].peak_context <= limit
+    ]
 
 
 def parse_bug_range(text: str) -> tuple[int, int]:
@@ -372,7 +386,7 @@ def compose_library(directory: Path, options: LongOptions) -> list[Task]:
     """Up to ``options.per_library`` long tasks of the library built in ``directory``."""
     singles = [task for task in read_task_file(directory / "tasks.jsonl") if task.split != "long"]
     if options.solved_alone:
-        singles = solved_alone(directory, singles)
+        singles = solved_alone(directory, singles, options.solo_peak_at_most)
     made_path = directory / "long_made.jsonl"
     made = {record.key: record for record in _read_jsonl(made_path, LongMade)}
     library = _Library(directory, options.isolation)
