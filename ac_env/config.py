@@ -44,7 +44,7 @@ class EnvConfig(BaseModel):
     split: str | None = Field(
         default="easy",
         description="task split: 'easy', 'medium', 'hard', 'context-stress' for the built-in "
-        "suite, 'real' (one bug) or 'long' (two to four) for the real-code suite, a task "
+        "suite, 'real' (one bug) or 'long' (five or six) for the real-code suite, a task "
         "file's own split names; None: every split (the default but for the built-in suite)",
     )
     subset: str | None = Field(

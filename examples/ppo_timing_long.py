@@ -4,7 +4,7 @@ compared on the held-out eval tasks with fixed rules tuned on the train tasks.
     nohup .venv/bin/python examples/ppo_timing_long.py --out runs/ppo_long > ppo_long.log 2>&1 &
     .venv/bin/python examples/ppo_timing_long.py --quick --out /tmp/ppo_quick   # smoke run
 
-Setting: ``AutoCompact-Timing-v0`` over ``task_source="real", split="long"`` (3-4 bugs per
+Setting: ``AutoCompact-Timing-v0`` over ``task_source="real", split="long"`` (5-6 bugs per
 task), a 32K context window, no forced compaction (an overflow ends the episode), 100 worker
 turns, no budget during the run; the reward is success minus ``--cost-penalty`` per USD.
 Every stage saves what it did under ``--out`` and a rerun resumes it: training from its
@@ -577,7 +577,8 @@ def main() -> None:
     plot(args.out / "results.png", training, evaluation)
     if args.export:
         trained_on = {
-            "tasks": "real long train subset (29 tasks), no forced compaction",
+            "tasks": f"real long train subset ({len(task_ids('train'))} tasks), "
+            "no forced compaction",
             **results["setting"],
             **results["training"],
             "algorithm": "sb3_contrib MaskablePPO, net_arch [64, 64], tanh"
