@@ -62,9 +62,9 @@ from ac_env.timing import COMPACT, CONTINUE, TimingEnv
 from ac_env.timing.policy_file import save_timing_policy
 from ac_env.timing.rules import Decide, every, never, threshold
 
-BUDGETS = (0.05, 0.10, 0.15, 0.20)
-EVERY = (25, 10)
-THRESHOLDS = (26_000, 16_000)
+BUDGETS = (0.1, 0.2, 0.4)
+EVERY = (20, 10, 5)
+THRESHOLDS = (24_000, 20_000, 16_000, 12_000)
 
 
 @dataclass(frozen=True)
@@ -588,7 +588,7 @@ def main() -> None:
         ppo_row = {k: evaluation["ppo"][k] for k in shown}
         rule_row = {k: evaluation[best_rule][k] for k in shown}
         summary_eval = {
-            "tasks": "real long eval subset (17 tasks)",
+            "tasks": f"real long eval subset ({len(task_ids('eval'))} tasks)",
             "ppo": ppo_row,
             "best_tuned_rule": {"name": best_rule, **rule_row},
             "ppo_minus_best_rule_reward": versus[best_rule]["reward"],

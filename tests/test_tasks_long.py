@@ -175,6 +175,12 @@ def test_solved_alone_keeps_the_solved_bugs_and_refuses_a_partial_record(tmp_pat
     assert [task.instance_id for task in solved_alone(tmp_path, tasks, 900)] == ["b0", "b2"]
 
 
+def test_a_solo_peak_cap_without_solved_alone_is_refused(tmp_path: Path):
+    with pytest.raises(ValueError, match="solo_peak_at_most.*needs solved_alone"):
+        LongOptions(build_dir=tmp_path, solo_peak_at_most=20_000)
+    LongOptions(build_dir=tmp_path, solved_alone=True, solo_peak_at_most=20_000)
+
+
 # ---- end to end on a tiny library ------------------------------------------------------------
 
 

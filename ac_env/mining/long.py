@@ -83,6 +83,8 @@ class LongOptions(BaseModel):
     def _bug_range(self) -> LongOptions:
         if self.min_bugs > self.max_bugs:
             raise ValueError(f"bugs: {self.min_bugs}-{self.max_bugs} is not a range")
+        if self.solo_peak_at_most is not None and not self.solved_alone:
+            raise ValueError("solo_peak_at_most filters the solo runs: it needs solved_alone")
         return self
 
 
