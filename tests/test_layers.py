@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "ac_env.context",
             "ac_env.cost",
             "ac_env.paths",
+            "ac_env.records",
             "ac_env.policy",
             "ac_env.spaces",
             "ac_env.test_log",

@@ -23,8 +23,9 @@ from ac_env.bench.failures import INFRA_EXIT_CODE, FailedCell, bench_failures, f
 from ac_env.bench.fork import EPISODES_FILE, FORK_DIR, ForkEpisode, run_fork
 from ac_env.bench.fork_report import write_fork_report
 from ac_env.bench.report import write_report
-from ac_env.bench.runner import read_jsonl, run_benchmark
+from ac_env.bench.runner import run_benchmark
 from ac_env.config_flags import add_config_flags, config_kwargs
+from ac_env.records import read_jsonl
 
 # Flags whose names differ from the BenchConfig field they set.
 FLAGS = {"task_source": "--source", "task_ids": "--ids"}

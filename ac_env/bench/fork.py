@@ -57,12 +57,13 @@ from ac_env.bench.episode_policy import (
     episode_policies,
     run_timing_policy,
 )
-from ac_env.bench.runner import ATTEMPTS, Job, append_jsonl, episode_env_kwargs, read_jsonl
+from ac_env.bench.runner import ATTEMPTS, Job, episode_env_kwargs
 from ac_env.bench.validate import validate_bench
 from ac_env.cost import CallCost
 from ac_env.env import AutoCompactSWEEnv
 from ac_env.paths import safe_child
 from ac_env.policy import PolicyOutput
+from ac_env.records import append_jsonl, read_jsonl
 from ac_env.snapshot import EpisodeSnapshot
 from ac_env.strategies import Strategy, get_strategy
 from ac_env.timing.policy_file import TimingPolicy

@@ -17,10 +17,10 @@ import logging
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import gymnasium as gym
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from tqdm import tqdm
 
 import ac_env  # noqa: F401  (registers the env id)
@@ -34,6 +34,7 @@ from ac_env.bench.metrics import EpisodeMetrics, episode_metrics
 from ac_env.bench.validate import validate_bench
 from ac_env.cost import make_pricing
 from ac_env.paths import safe_child
+from ac_env.records import append_jsonl, read_jsonl
 from ac_env.sandbox import make_sandbox_factory
 from ac_env.strategies import get_strategy
 from ac_env.tasks import Task, load_tasks
@@ -42,7 +43,6 @@ from ac_env.timing.policy_file import TimingPolicy
 logger = logging.getLogger(__name__)
 
 RECORDS_FILE = "episodes.jsonl"
-Record = TypeVar("Record", bound=BaseModel)
 ATTEMPTS = 2  # the first try and one retry after an infrastructure failure
 
 
@@ -85,30 +85,6 @@ def select_tasks(config: BenchConfig) -> list[Task]:
 
 def read_records(out_dir: Path) -> list[EpisodeRecord]:
     return read_jsonl(out_dir / RECORDS_FILE, EpisodeRecord)
-
-
-def read_jsonl(path: Path, model: type[Record]) -> list[Record]:
-    """The records of a results file written a line at a time (none if it does not exist). A
-    torn last line, from an interrupted write, is dropped from the file: its work reruns."""
-    if not path.exists():
-        return []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    records = []
-    for number, line in enumerate(lines, start=1):
-        try:
-            records.append(model.model_validate_json(line))
-        except ValidationError as err:
-            if number == len(lines):
-                logger.warning("%s:%d: dropping an incomplete record", path, number)
-                _rewrite_records(path, lines[:-1])
-                break
-            raise ValueError(f"{path}:{number}: not a {model.__name__}: {err}") from err
-    return records
-
-
-def append_jsonl(path: Path, record: BaseModel) -> None:
-    with path.open("a", encoding="utf-8") as f:
-        f.write(record.model_dump_json() + "\n")
 
 
 def run_benchmark(
@@ -250,9 +226,3 @@ def _attempt(
             "continuations": continuations(trajectory),
         }
     )
-
-
-def _rewrite_records(path: Path, lines: list[str]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    tmp.replace(path)

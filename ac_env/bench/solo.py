@@ -23,8 +23,8 @@ from tqdm import tqdm
 import ac_env  # noqa: F401  (registers the ids)
 from ac_env.agents.reference import ReferenceAgent
 from ac_env.agents.rollout import RolloutJob, rollout_many
-from ac_env.mining.build import _append, _read_jsonl
 from ac_env.mining.long import SOLO_FILE, SoloRun
+from ac_env.records import append_jsonl, read_jsonl
 from ac_env.tasks.swebench_file import read_task_file
 from ac_env.trajectory import Trajectory
 
@@ -48,7 +48,7 @@ def run_library(directory: Path, max_steps: int, workers: int) -> list[SoloRun]:
     task_file = directory / "tasks.jsonl"
     ids = [task.instance_id for task in read_task_file(task_file) if task.split != "long"]
     solo_path = directory / SOLO_FILE
-    done = {run.instance_id: run for run in _read_jsonl(solo_path, SoloRun)}
+    done = {run.instance_id: run for run in read_jsonl(solo_path, SoloRun)}
     pending = [instance_id for instance_id in ids if instance_id not in done]
 
     def make_env() -> gym.Env[Any, Any]:
@@ -72,7 +72,7 @@ def run_library(directory: Path, max_steps: int, workers: int) -> list[SoloRun]:
                 make_env, lambda: ReferenceAgent("never"), jobs, workers=workers, progress=False
             ):
                 record = solo_record(trajectory)
-                _append(solo_path, record)
+                append_jsonl(solo_path, record)
                 done[record.instance_id] = record
                 bar.update(1)
     return [done[instance_id] for instance_id in ids]

@@ -27,9 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from pathlib import Path
 from queue import Queue
-from typing import Literal, TypeVar
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from tqdm import tqdm
 
 from ac_env.mining.baseline import Baseline, BaselineError, run_baseline
@@ -40,6 +40,7 @@ from ac_env.mining.runner import SuiteRunner, base_task
 from ac_env.mining.sdist import Source, SourceError, parse_source, resolve_latest
 from ac_env.mining.task import TaskRejected, make_task
 from ac_env.paths import safe_child
+from ac_env.records import append_jsonl, read_jsonl, write_atomic
 from ac_env.sandbox.base import SandboxError
 from ac_env.sandbox.local import Isolation
 from ac_env.tasks.model import Task
@@ -104,44 +105,12 @@ class LibraryReport(BaseModel):
         )
 
 
-Record = TypeVar("Record", bound=BaseModel)
-
-
 class _Made(BaseModel):
     """One line of ``made.jsonl``: a kept mutant's task, or why it did not become one."""
 
     key: str
     task: Task | None = None
     reason: str = ""
-
-
-def _read_jsonl(path: Path, model: type[Record]) -> list[Record]:
-    """The valid lines of ``path``; an interrupted write leaves a broken last line, which is
-    removed from the file so that the next record starts on a line of its own."""
-    if not path.is_file():
-        return []
-    records, valid = [], []
-    for line in path.read_text().splitlines():
-        try:
-            records.append(model.model_validate_json(line))
-        except ValidationError:
-            continue
-        valid.append(line)
-    _write_atomic(path, "".join(f"{line}\n" for line in valid))
-    return records
-
-
-def _append(path: Path, record: BaseModel) -> None:
-    with path.open("a") as handle:
-        handle.write(record.model_dump_json() + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    staging = path.with_name(f".{path.name}.{os.getpid()}")
-    staging.write_text(text)
-    staging.replace(path)
 
 
 def write_task_file(path: Path, tasks: list[Task]) -> None:
@@ -152,7 +121,7 @@ def write_task_file(path: Path, tasks: list[Task]) -> None:
         if task.snapshot_dir is not None:
             row["snapshot_dir"] = os.path.relpath(task.snapshot_dir, path.parent)
         lines.append(json.dumps(row))
-    _write_atomic(path, "".join(f"{line}\n" for line in lines))
+    write_atomic(path, "".join(f"{line}\n" for line in lines))
 
 
 class _Mining:
@@ -163,8 +132,8 @@ class _Mining:
         self.options = options
         self.mutants_path = library.directory / "mutants.jsonl"
         self.made_path = library.directory / "made.jsonl"
-        self.results = {r.key: r for r in _read_jsonl(self.mutants_path, MutantResult)}
-        self.made = {m.key: m for m in _read_jsonl(self.made_path, _Made)}
+        self.results = {r.key: r for r in read_jsonl(self.mutants_path, MutantResult)}
+        self.made = {m.key: m for m in read_jsonl(self.made_path, _Made)}
         self.sources: dict[str, str] = {}
 
     def source(self, path: str) -> str:
@@ -177,7 +146,7 @@ class _Mining:
         if path.is_file():
             return Baseline.model_validate_json(path.read_text())
         baseline = run_baseline(runner, slow_test_s=self.options.slow_test_s)
-        _write_atomic(path, baseline.model_dump_json(indent=1))
+        write_atomic(path, baseline.model_dump_json(indent=1))
         return baseline
 
     def run(self, report: LibraryReport) -> list[Task]:
@@ -264,7 +233,7 @@ class _Mining:
                 for result in results:
                     if result.key not in self.results:
                         self.results[result.key] = result
-                        _append(self.mutants_path, result)
+                        append_jsonl(self.mutants_path, result)
                     verdicts[result.verdict] += 1
                     report.tried += 1
                     bar.update()
@@ -310,7 +279,7 @@ class _Mining:
         except TaskRejected as error:
             made = _Made(key=result.key, reason=str(error))
         self.made[result.key] = made
-        _append(self.made_path, made)
+        append_jsonl(self.made_path, made)
         return made
 
 
@@ -348,7 +317,7 @@ def build_library(spec: str, options: BuildOptions) -> tuple[LibraryReport, list
     if report.status == "skipped":
         _remove_empty(directory)
     if directory.is_dir():
-        _write_atomic(report_path, report.model_dump_json(indent=1))
+        write_atomic(report_path, report.model_dump_json(indent=1))
     return report, tasks
 
 
@@ -378,7 +347,7 @@ def build(specs: list[str], options: BuildOptions) -> list[LibraryReport]:
     ]
     write_task_file(options.out / "tasks.jsonl", all_tasks)
     summary = [r.model_dump() for r in _all_reports(options.out)]
-    _write_atomic(options.out / "summary.json", json.dumps(summary, indent=1) + "\n")
+    write_atomic(options.out / "summary.json", json.dumps(summary, indent=1) + "\n")
     print(f"{len(all_tasks)} tasks in {options.out / 'tasks.jsonl'}", flush=True)
     return reports
 

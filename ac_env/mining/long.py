@@ -33,13 +33,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ac_env.grading import grade
 from ac_env.mining.baseline import Baseline
-from ac_env.mining.build import _append, _read_jsonl, write_task_file
+from ac_env.mining.build import write_task_file
 from ac_env.mining.layout import Layout, inspect_layout
 from ac_env.mining.runner import SuiteRun, SuiteRunner, base_task
 from ac_env.mining.sdist import SourceError, commit_tree, copy_tree, git
 from ac_env.mining.statement import Secret, by_class_name, display_name, symptom_bodies
 from ac_env.mining.task import GRADING_TIMEOUT_S, TaskRejected
 from ac_env.paths import safe_child
+from ac_env.records import append_jsonl, read_jsonl
 from ac_env.sandbox.local import Isolation, LocalSandbox
 from ac_env.tasks.model import GroundTruth, Task
 from ac_env.tasks.swebench_file import read_task_file
@@ -116,7 +117,7 @@ def solved_alone(
     context peak of at most ``peak_at_most`` tokens); every task must have a record there (a
     partial file would silently shrink the pool)."""
     path = directory / SOLO_FILE
-    runs = {run.instance_id: run for run in _read_jsonl(path, SoloRun)}
+    runs = {run.instance_id: run for run in read_jsonl(path, SoloRun)}
     missing = [task.instance_id for task in singles if task.instance_id not in runs]
     if missing:
         raise FileNotFoundError(
@@ -390,7 +391,7 @@ def compose_library(directory: Path, options: LongOptions) -> list[Task]:
     if options.solved_alone:
         singles = solved_alone(directory, singles, options.solo_peak_at_most)
     made_path = directory / "long_made.jsonl"
-    made = {record.key: record for record in _read_jsonl(made_path, LongMade)}
+    made = {record.key: record for record in read_jsonl(made_path, LongMade)}
     library = _Library(directory, options.isolation)
     tasks: list[Task] = []
     try:
@@ -413,7 +414,7 @@ def compose_library(directory: Path, options: LongOptions) -> list[Task]:
             except TaskRejected as error:
                 record = LongMade(key=key, members=ids, reason=str(error))
             made[key] = record
-            _append(made_path, record)
+            append_jsonl(made_path, record)
     finally:
         library.close()
     write_task_file(directory / "long.jsonl", tasks)
