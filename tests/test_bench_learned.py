@@ -13,6 +13,7 @@ from ac_env.bench.cli import main
 from ac_env.bench.config import BenchConfig
 from ac_env.bench.episode_policy import compaction_rules, run_timing_policy, timing_policy_path
 from ac_env.bench.fork import run_fork
+from ac_env.bench.runner import run_benchmark
 from ac_env.timing.features import FEATURE_INDEX, FEATURE_NAMES
 from ac_env.timing.policy_file import DEFAULT_TIMING_POLICY, load_timing_policy, save_timing_policy
 from ac_env.trajectory import Trajectory
@@ -148,3 +149,27 @@ def test_the_shipped_timing_policy_loads():
     assert policy.source.description and policy.source.trained_on
     assert run_timing_policy(BenchConfig(strategies=["learned"])) == policy
     assert isinstance(policy.wants_compaction(np.zeros(len(FEATURE_NAMES))), bool)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_shipped_policy_compacts_where_full_history_overflows(tmp_path):
+    """The shipped policy on a held-out long task at the RL cap of 32K, real commands: full
+    history overflows; the trained policy compacts before the window fills and fixes it."""
+    config = BenchConfig(
+        task_source="real",
+        split="long",
+        task_ids=["toolz-1.2.0__long-d7913ae228"],
+        strategies=["none", "learned"],
+        context_window=32_768,
+        max_steps=100,
+        budgets=[1.0],
+        workers=1,
+    )
+    records = {r.strategy: r for r in run_benchmark(config, tmp_path, progress=False)}
+    full, learned = records["none"].metrics, records["learned"].metrics
+    assert full is not None and learned is not None
+    assert full.exit_reason == "context_overflow" and not full.success
+    assert learned.count("proactive") >= 2
+    assert learned.peak_context_tokens < 32_768
+    assert learned.exit_reason == "submitted" and learned.success
