@@ -456,6 +456,7 @@ def export(model: MaskablePPO, path: Path, trained_on: dict, evaluation: dict) -
         "tasks (32K window): compact when the 'compact' logit is the larger",
         trained_on=trained_on,
         evaluation=evaluation,
+        budget_usd=None,  # the training episodes ran without a budget
     )
 
 

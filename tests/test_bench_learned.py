@@ -102,6 +102,42 @@ def test_fork_continues_the_timing_policys_compaction_with_the_policy(tiny_task_
     assert fork.without_compaction.compactions == 0
 
 
+def spends_a_tenth(path: Path, budget_usd: float | None) -> Path:
+    """A policy that compacts once a tenth of its budget is spent (``budget_left`` < 0.9)."""
+    weight = np.zeros((2, len(FEATURE_NAMES)))
+    weight[1, FEATURE_INDEX["budget_left"]] = -20.0
+    return save_timing_policy(
+        path,
+        [(weight, np.array([0.0, 18.0]))],
+        activation="tanh",
+        description="compacts past a tenth of the budget (a test policy)",
+        trained_on={"algorithm": "none", "split": "test"},
+        evaluation={},
+        budget_usd=budget_usd,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("trained_budget", "compacts"), [(None, False), (0.01, True)])
+def test_the_policy_sees_the_budget_it_was_trained_under(
+    tiny_task_file, tmp_path, trained_budget, compacts
+):
+    """ac-bench runs each episode at its largest budget; a policy trained without a budget
+    must not see that budget run down (it never saw budget_left below 1), one trained under
+    a budget sees spending against that budget."""
+    policy = spends_a_tenth(tmp_path / "tenth.json", trained_budget)
+    out = tmp_path / "run"
+    args = bench_args(
+        out, tiny_task_file, "--strategies", "learned", "--timing-policy", str(policy)
+    )
+    args[args.index("--budgets") + 1] = "0.01"
+    assert main(args) == 0
+    assert bool(compaction_steps(out, "learned")) == compacts
+    summary = json.loads((out / "summary.json").read_text())
+    rules = {rule["strategy"]: rule for rule in summary["compaction_rules"]}
+    assert rules["learned"]["timing_policy"]["budget_usd"] == trained_budget
+
+
 @pytest.mark.parametrize("problem", ["missing", "corrupt", "other features"])
 def test_a_bad_timing_policy_exits_2_before_the_run(tiny_task_file, tmp_path, capsys, problem):
     path = every_five_turns(tmp_path / "policy.json")

@@ -35,6 +35,7 @@ when it runs pytest, else ``read``/``search`` by its first word, else ``other``.
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 import numpy as np
 
@@ -117,15 +118,19 @@ def changed_files(env: AutoCompactSWEEnv) -> list[str]:
     return list(dict.fromkeys(_DIFF_FILE.findall(diff)))
 
 
-def features(env: AutoCompactSWEEnv) -> np.ndarray:
-    """The observation vector of ``env``'s current state (see the module docstring)."""
+def features(
+    env: AutoCompactSWEEnv, budget_usd: float | Literal["run"] | None = "run"
+) -> np.ndarray:
+    """The observation vector of ``env``'s current state (see the module docstring).
+    ``budget_usd``: the budget the cost features are computed against, ``"run"`` for the
+    episode's own (a trained policy is shown the budget it was trained under)."""
     assert env.trajectory is not None
     config = env.config
     tokens = env.context.tokens
     results: list[ToolResult] = env.trajectory.tool_results()
     calls = len(env.trajectory.model_calls())
     spent = env.meter.total.usd
-    budget = config.budget_usd
+    budget = config.budget_usd if budget_usd == "run" else budget_usd
     prompt = env.context.prompt_fingerprint()
     cached = env.meter.quote(prompt, 0).input_cached
     last = results[-1] if results else None

@@ -4,9 +4,10 @@
 The file (``format: "autocompact-timing-mlp/1"``) holds ``feature_names`` (the features the
 policy was trained on, checked against ``FEATURE_NAMES`` at load), ``layers`` (each a ``weight``
 of shape out x in and a ``bias``), the ``activation`` applied between layers (not after the
-last), ``actions`` (the logits' names in order), a ``description`` and free-form
-``trained_on`` and ``evaluation`` provenance. ``DEFAULT_TIMING_POLICY`` is the file the package
-ships.
+last), ``actions`` (the logits' names in order), ``budget_usd`` (the budget its training
+episodes ran under, ``null`` for none: wherever the policy runs, its cost features are computed
+against this budget, as in training), a ``description`` and free-form ``trained_on`` and
+``evaluation`` provenance. ``DEFAULT_TIMING_POLICY`` is the file the package ships.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from ac_env.timing.features import FEATURE_NAMES
@@ -75,6 +83,7 @@ class TimingPolicyFile(BaseModel):
     layers: list[DenseLayer]
     activation: Literal["tanh", "relu"]
     actions: list[str]
+    budget_usd: float | None = Field(default=None, gt=0)
     description: str
     trained_on: dict[str, Any]
     evaluation: dict[str, Any]
@@ -146,6 +155,7 @@ class TimingPolicy:
         return {
             "name": self.name,
             "description": self.source.description,
+            "budget_usd": self.source.budget_usd,
             "trained_on": self.source.trained_on,
             "evaluation": self.source.evaluation,
         }
@@ -163,6 +173,7 @@ def save_timing_policy(
     description: str,
     trained_on: dict[str, Any],
     evaluation: dict[str, Any],
+    budget_usd: float | None = None,
 ) -> Path:
     """Write a policy file (values rounded to ``SIGNIFICANT_DIGITS``; one weight row a line)."""
     document = TimingPolicyFile(
@@ -174,6 +185,7 @@ def save_timing_policy(
         ],
         activation=activation,
         actions=list(ACTIONS),
+        budget_usd=budget_usd,
         description=description,
         trained_on=trained_on,
         evaluation=evaluation,

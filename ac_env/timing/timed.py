@@ -6,7 +6,9 @@ worker whose compactions a timing policy decides.
 ``extractive_summary`` of the commands run and the workspace's real diff.
 
 ``TimedWorker`` is ``ac-bench``'s ``learned`` strategy for a model-free worker: before each
-worker turn the timing policy reads ``features(env)`` and, when compaction is allowed (as
+worker turn the timing policy reads ``features(env)`` (its cost features against the budget it
+was trained under, not the run's: ``ac-bench`` runs every episode at its largest budget and
+applies the smaller ones afterwards) and, when compaction is allowed (as
 ``TimingEnv.action_masks`` allows it: a worker turn since the start or the last compaction) and
 the policy wants it, the turn is ``compaction_response`` instead of the worker's action.
 """
@@ -80,6 +82,8 @@ class TimedWorker:
         self.env = env
 
     def act(self, observation: Sequence[Mapping[str, str]]) -> PolicyOutput:
-        if compaction_allowed(self.env) and self.timing.wants_compaction(features(self.env)):
+        if compaction_allowed(self.env) and self.timing.wants_compaction(
+            features(self.env, budget_usd=self.timing.source.budget_usd)
+        ):
             return compaction_response(self.env, self.worker, observation)
         return self.worker.act(observation)
