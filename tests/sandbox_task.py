@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 from ac_env.tasks.model import GroundTruth, Task
@@ -92,8 +93,18 @@ def make_task(root: Path, *, hidden_test: bool = False, instance_id: str = "calc
     )
 
 
-def processes_mentioning(marker: str) -> list[int]:
-    """Host pids whose command line holds ``marker`` (containers' processes included)."""
+def processes_mentioning(marker: str, settle_s: float = 3.0) -> list[int]:
+    """Host pids whose command line holds ``marker`` (containers' processes included), once
+    none is left or after ``settle_s``: the kernel kills a PID namespace's processes when its
+    init exits, and on a loaded machine one may still be exiting when the command returns (a
+    process that escaped lives far longer: the tests' markers are sleeps of 1000 s or more)."""
+    deadline = time.monotonic() + settle_s
+    while (found := _mentioning(marker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
+
+
+def _mentioning(marker: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
