@@ -254,7 +254,7 @@ def imitate(model: MaskablePPO, demos: Demonstrations, epochs: int) -> dict[str,
         "rule_compactions": int(compact.sum()),
         "agreement": float(agree.mean()),
         "agreement_on_compactions": float(agree[compact].mean()) if compact.any() else None,
-        "final_loss": float(loss),
+        "final_loss": float(loss.detach()),
     }
 
 
