@@ -46,6 +46,7 @@ from ac_env.bench.workers import policy_factory, require_token_records
 from ac_env.compaction.texts import COMPACTION_REQUEST
 from ac_env.paths import safe_child
 from ac_env.policy import Policy, PolicyOutput, SamplingConfig
+from ac_env.records import append_jsonl, read_jsonl
 from ac_env.strategies import Strategy, get_strategy
 from ac_env.tasks import Task, load_tasks
 from ac_env.trajectory import Trajectory
@@ -296,20 +297,7 @@ def validate_collect(
 
 
 def read_episodes(out: Path) -> list[CollectedEpisode]:
-    path = out / EPISODES_FILE
-    if not path.exists():
-        return []
-    episodes = []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines, start=1):
-        try:
-            episodes.append(CollectedEpisode.model_validate_json(line))
-        except ValueError as err:
-            if number < len(lines):
-                raise ValueError(f"{path}:{number}: not an episode record: {err}") from err
-            logger.warning("%s:%d: dropping an incomplete record", path, number)
-            path.write_text("".join(f"{x}\n" for x in lines[:-1]), encoding="utf-8")
-    return episodes
+    return read_jsonl(out / EPISODES_FILE, CollectedEpisode)
 
 
 def collect(
@@ -367,8 +355,7 @@ def collect(
             for task, k in todo:
                 seed = config.seed + 1000 * k + tasks.index(task)
                 episode = _run_episode(env, policy_for, active_judge, task, k, seed, config, out)
-                with (out / EPISODES_FILE).open("a", encoding="utf-8") as f:
-                    f.write(episode.model_dump_json() + "\n")
+                append_jsonl(out / EPISODES_FILE, episode)
                 done[episode.key] = episode
                 bar.update(1)
                 bar.set_postfix_str(f"{task.instance_id} r={episode.reward}")
