@@ -39,7 +39,10 @@ from tqdm import tqdm
 import ac_env  # noqa: F401  (registers the env id)
 from ac_env.agents.errors import ModelServerError
 from ac_env.agents.rollout import rollout
+from ac_env.bench.audit import SummaryAudit, SummaryWorkspace, audit_trajectory
 from ac_env.bench.config import claim_directory
+from ac_env.bench.continuation import Continuation, continuations
+from ac_env.bench.metrics import root_cause_step
 from ac_env.bench.runner import ATTEMPTS
 from ac_env.bench.validate import check_env_kwargs, check_sandbox, check_worker, checked
 from ac_env.bench.workers import policy_factory, require_token_records
@@ -132,6 +135,12 @@ class CollectedEpisode(BaseModel):
     filters: list[str]
     trajectory: str
     error: str | None = None
+    audits: list[SummaryAudit] = Field(
+        default_factory=list, description="each summary the policy wrote (ac_env.bench.audit)"
+    )
+    continuations: list[Continuation] = Field(
+        default_factory=list, description="how the episode went on after each summary"
+    )
 
     @property
     def key(self) -> tuple[str, int]:
@@ -338,13 +347,15 @@ def collect(
         (lambda seed: policy) if policy is not None else worker_policies(config, strategy)
     )
     active_judge = judge if judge is not None else make_judge(config.judge, config.seed)
-    env = gym.make(
-        "AutoCompact-SWE-v0",
-        task_source=config.task_source,
-        split=config.split,
-        task_ids=[task.instance_id for task in tasks],
-        sandbox=config.sandbox,
-        **env_kwargs,
+    env = SummaryWorkspace(
+        gym.make(
+            "AutoCompact-SWE-v0",
+            task_source=config.task_source,
+            split=config.split,
+            task_ids=[task.instance_id for task in tasks],
+            sandbox=config.sandbox,
+            **env_kwargs,
+        )
     )
     total = len(tasks) * config.rollouts_per_task
     bar = tqdm(
@@ -375,7 +386,7 @@ def collect(
 
 
 def _run_episode(
-    env: gym.Env[Any, Any],
+    env: SummaryWorkspace,
     policy_for: Callable[[int], Policy],
     judge: Judge | None,
     task: Task,
@@ -395,7 +406,7 @@ def _run_episode(
 
 
 def _run_once(
-    env: gym.Env[Any, Any],
+    env: SummaryWorkspace,
     policy: Policy,
     judge: Judge | None,
     task: Task,
@@ -417,6 +428,7 @@ def _run_once(
     trajectory.write(safe_child(out, name))
     end = trajectory.end
     calls = trajectory.model_calls()
+    root = root_cause_step(trajectory.tool_results(), task)
     corrections = Counter(v.correction for v in log.verdicts if v.correction)
     return CollectedEpisode(
         instance_id=task.instance_id,
@@ -432,6 +444,8 @@ def _run_once(
         filters=filter_reasons(trajectory, config),
         trajectory=name,
         error=None if end is None else end.infra_error,
+        audits=audit_trajectory(trajectory, task, env.changed, root),
+        continuations=continuations(trajectory),
     )
 
 
