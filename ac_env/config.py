@@ -168,6 +168,14 @@ class EnvConfig(BaseModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _cache_needs_a_local_sandbox(self) -> EnvConfig:
+        if self.command_cache is not None and self.sandbox not in ("local", "unisolated"):
+            raise ValueError(
+                f"command_cache needs sandbox 'local' or 'unisolated', not {self.sandbox!r}"
+            )
+        return self
+
     def describe(self) -> dict[str, Any]:
         """JSON-safe view for trajectory headers (objects shown by their type)."""
         return {
