@@ -6,6 +6,7 @@ From the collected episodes (``CollectedEpisode``: verdicts, summary audits, con
 reward) each figure is a ratio of counts pooled over episodes:
 
 - ``valid_action``: reviewed outputs that are not format errors;
+- ``proactive_per_episode``: compactions the policy chose (not asked for), per episode;
 - ``right_time``: proactive compactions whose timing the judge accepted;
 - ``missed_key_state`` / ``missed_next_step``: summaries the policy wrote that omit the key
   state (the root-cause file once read, every changed file) or a concrete next step
@@ -26,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 from pydantic import BaseModel
 
-from ac_train.collect import CollectedEpisode
+from ac_train.collect import CollectedEpisode, VerdictRecord
 
 RESAMPLES = 2000
 Counts = tuple[float, float]
@@ -37,8 +38,16 @@ def _valid_action(e: CollectedEpisode) -> Counts:
     return sum(v.candidate != "format_error" for v in e.verdicts), len(e.verdicts)
 
 
+def _proactive(e: CollectedEpisode) -> list[VerdictRecord]:
+    return [v for v in e.verdicts if v.candidate == "compact" and not v.forced]
+
+
+def _proactive_per_episode(e: CollectedEpisode) -> Counts:
+    return len(_proactive(e)), 1.0
+
+
 def _right_time(e: CollectedEpisode) -> Counts:
-    proactive = [v for v in e.verdicts if v.candidate == "compact" and not v.forced]
+    proactive = _proactive(e)
     return sum(v.correction != "trigger" for v in proactive), len(proactive)
 
 
@@ -60,6 +69,7 @@ def _success(e: CollectedEpisode) -> Counts:
 
 FIGURES: dict[str, Callable[[CollectedEpisode], Counts]] = {
     "valid_action": _valid_action,
+    "proactive_per_episode": _proactive_per_episode,
     "right_time": _right_time,
     "missed_key_state": _missed_key_state,
     "missed_next_step": _missed_next_step,

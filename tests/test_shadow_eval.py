@@ -90,6 +90,7 @@ def test_a_shadow_collection_audits_summaries_and_counts_rereads(tiny_task_file,
     assert figures["rereads_per_compaction"].value == 1.0
     assert figures["valid_action"].numerator == 5 and figures["valid_action"].denominator == 7
     assert figures["success"].value == 0.0  # submitted without a fix
+    assert figures["proactive_per_episode"].value == 1.0
 
     # the same start, but a summary that drops the bug's file and has no next step
     vague = run("vague", RUN, READ, VAGUE, RUN)
