@@ -207,15 +207,16 @@ class ReviewLog:
 
 def worker_policies(config: CollectConfig, strategy: Strategy) -> Callable[[int], Policy]:
     """``seed -> Policy`` for ``config.worker``. A served worker (``openai:``) gets
-    ``config.tokenizer`` for its token records and must give the sampled ids and their
-    log-probs: one probe call checks it, and ValueError names what is missing. A probe the
-    server fails (``ModelServerError``) decides nothing: the episodes then meet the same
-    failure and are recorded as infrastructure errors."""
+    ``config.tokenizer`` for its token records; when there is one (the collection exports a
+    dataset to train on) the server must give the sampled ids and their log-probs: one probe
+    call checks it, and ValueError names what is missing. A probe the server fails
+    (``ModelServerError``) decides nothing: the episodes then meet the same failure and are
+    recorded as infrastructure errors. Without a tokenizer (an evaluation) nothing is probed."""
     sampling = SamplingConfig(temperature=config.temperature, max_new_tokens=config.max_new_tokens)
     served = config.worker.startswith("openai:")
     tokenizer = load_tokenizer(config.tokenizer) if served and config.tokenizer else None
     make = policy_factory(config.worker, strategy, sampling, tokenizer)
-    if served:
+    if served and config.tokenizer is not None:
         try:
             require_token_records(make(config.seed), f"collect with worker {config.worker}")
         except ModelServerError as error:

@@ -161,3 +161,27 @@ def test_the_benchmark_warns_once_and_training_refuses_naming_what_is_missing(ca
             require_token_records(make(0), "collect")
     assert stub.bodies[0]["temperature"] == SamplingConfig().temperature
     assert stub.bodies[0]["max_tokens"] == SamplingConfig().max_new_tokens
+
+
+def test_an_evaluation_needs_no_token_records_but_a_collection_to_train_on_does(
+    tiny_task_file, tmp_path, tokenizer
+):
+    from ac_train.collect import CollectConfig, collect
+
+    reply = {"choices": [{"message": {"content": "```bash\nsubmit\n```"}}]}
+    tokenizer.save_pretrained(tmp_path / "tokenizer")
+    with Stub("someone", lambda body: reply) as stub:
+        settings = {
+            "task_source": str(tiny_task_file),
+            "split": None,
+            "task_ids": ["tiny-calc-1"],
+            "worker": f"openai:m@{stub.url}",
+            "rollouts_per_task": 1,
+            "max_steps": 2,
+        }
+        shadow = CollectConfig(**settings, judge_mode="shadow")
+        summary = collect(shadow, tmp_path / "eval", progress=False)
+        assert summary.episodes == 1 and summary.valid_action_rate == 1.0
+        to_train = CollectConfig(**settings, tokenizer=str(tmp_path / "tokenizer"))
+        with pytest.raises(ValueError, match="no output_token_ids"):
+            collect(to_train, tmp_path / "train", progress=False)
