@@ -111,11 +111,14 @@ def test_llamacpp_log_probs_are_kept_only_at_temperature_0_or_1(tokenizer):
     assert one.output_logprobs == [-0.5] * len(ids)
 
 
-def test_without_a_tokenizer_token_texts_give_no_ids(tokenizer):
+def test_without_a_tokenizer_no_log_probs_are_asked_for_and_none_recorded(tokenizer):
     _, pieces = pieces_of(tokenizer)
     with Stub("me", llamacpp_reply(pieces)) as stub:
         out = served(stub.url, None).act(CHAT)
     assert missing_token_records(out) == ["output_token_ids", "output_logprobs"]
+    body = stub.bodies[0]
+    assert "logprobs" not in body and "top_logprobs" not in body  # costly, and unusable
+    assert body["top_k"] == 0 and body["repeat_penalty"] == 1.0  # sampling is unchanged
 
 
 def test_a_piece_of_a_character_maps_to_no_id(tokenizer):

@@ -12,6 +12,7 @@ Token records for training (``server`` picks the dialect; ``"auto"`` reads ``own
   temperature-1 sampling), and tokens come as text: ``tokenizer`` (the model's own, same
   vocabulary) maps each token text to its id, exactly where a text belongs to one token.
   The end-of-turn token the server stopped on is not reported: the ids end before it.
+  Without a ``tokenizer`` no log-probs are asked for (there would be no ids to pair them with).
 - ``sglang``: like ``llamacpp`` (token text and log-probs).
 - ``openai``: log-probs only; no ids.
 
@@ -227,7 +228,12 @@ class OpenAIChatPolicy:
             payload["logprobs"] = True
         if self.return_token_ids:
             payload["return_token_ids"] = True
-        payload.update(DIALECT_FIELDS[self.dialect] if self.dialect else {})
+        fields = DIALECT_FIELDS[self.dialect] if self.dialect else {}
+        if self.dialect in ("llamacpp", "sglang") and self._vocabulary is None:
+            # token texts map to no id without the tokenizer, so their log-probs would be
+            # dropped; llama-cpp-python's server spends seconds a call computing them
+            fields = {k: v for k, v in fields.items() if k not in ("logprobs", "top_logprobs")}
+        payload.update(fields)
         return json.dumps(payload).encode("utf-8")
 
     def _post_with_retries(self, body: bytes) -> str:
