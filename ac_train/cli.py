@@ -61,8 +61,9 @@ def add_collect(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Run a policy on tasks with a judge reviewing each step before it executes; "
         "write OUT/trajectories, OUT/episodes.jsonl, OUT/summary.json (filters, correction mix) "
-        "and OUT/dataset (segments of the kept trajectories). Rerunning resumes. Options left "
-        "out take CollectConfig's defaults."
+        "and OUT/dataset (segments of the kept trajectories); with --shadow, "
+        "OUT/evaluation.json (ac_train.shadow_eval: each figure with a 95% interval over "
+        "tasks). Rerunning resumes. Options left out take CollectConfig's defaults."
     )
     parser.add_argument("--out", required=True, type=Path, help="output directory")
     parser.add_argument(
@@ -99,6 +100,13 @@ def _run_collect(args: argparse.Namespace) -> int:
         print(f"ac-train collect: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
     print(summary.model_dump_json())
+    if settings.get("judge_mode") == "shadow":
+        from ac_train.shadow_eval import evaluate
+
+        evaluation = evaluate(read_episodes(args.out))
+        (args.out / "evaluation.json").write_text(evaluation.model_dump_json(indent=2) + "\n")
+        print(f"held-out figures, 95% intervals over {evaluation.tasks} tasks:")
+        print("\n".join(f"  {line}" for line in evaluation.lines()))
     failed = failed_cells(
         ("collect", (e.error or "unknown") if e.status == "infra_error" else None)
         for e in read_episodes(args.out)

@@ -94,6 +94,21 @@ class ShadowEvaluation(BaseModel):
     tasks: int
     figures: dict[str, Ratio]
 
+    def lines(self) -> list[str]:
+        """One line per figure: value, interval, counts."""
+        return [
+            f"{name}: {describe(r)} ({r.numerator:g}/{r.denominator:g}, {r.tasks} tasks)"
+            for name, r in self.figures.items()
+        ]
+
+
+def describe(ratio: Ratio, signed: bool = False) -> str:
+    """``0.42 [0.30, 0.55]`` (``+`` signs for a difference); ``n/a`` when nothing was counted."""
+    if ratio.value is None or ratio.low is None or ratio.high is None:
+        return "n/a"
+    sign = "+" if signed else ""
+    return f"{ratio.value:{sign}.2f} [{ratio.low:{sign}.2f}, {ratio.high:{sign}.2f}]"
+
 
 def per_task(episodes: Sequence[CollectedEpisode], figure: str) -> dict[str, Counts]:
     """Each task's counts of ``figure``, summed over its rollouts (infra errors left out)."""

@@ -39,7 +39,7 @@ import torch
 
 from ac_train.collect import CollectConfig, CollectedEpisode, CollectSummary, collect, read_episodes
 from ac_train.sft import SFTRunConfig, run_sft
-from ac_train.shadow_eval import FIGURES, Ratio, evaluate, paired_difference, per_task
+from ac_train.shadow_eval import FIGURES, describe, evaluate, paired_difference, per_task
 
 PLOTTED = ("valid_action", "right_time", "missed_key_state", "missed_next_step", "success")
 T = TypeVar("T")
@@ -218,12 +218,12 @@ def report(
     print(f"held-out: {tasks} tasks; 95% intervals by resampling tasks")
     print(f"{'':<24}" + "".join(f"{name:>22}" for name in names))
     for figure in FIGURES:
-        cells = [_cell(evaluations[name].figures[figure]) for name in names]
+        cells = [describe(evaluations[name].figures[figure]) for name in names]
         print(f"{figure:<24}" + "".join(f"{c:>22}" for c in cells))
     print("\npaired by task")
     print(f"{'':<24}" + "".join(f"{pair:>22}" for pair in differences))
     for figure in FIGURES:
-        cells = [_cell(differences[pair][figure], signed=True) for pair in differences]
+        cells = [describe(differences[pair][figure], signed=True) for pair in differences]
         print(f"{figure:<24}" + "".join(f"{c:>22}" for c in cells))
     timings = json.loads((out / "timings.json").read_text())
     print(f"\nwall time (s): {timings}")
@@ -243,13 +243,6 @@ def report(
     )
     _plot(evaluations, out / "results.png")
     print(f"\nwrote {out / 'results.json'} and {out / 'results.png'}")
-
-
-def _cell(ratio: Ratio, signed: bool = False) -> str:
-    if ratio.value is None:
-        return "n/a"
-    sign = "+" if signed else ""
-    return f"{ratio.value:{sign}.2f} [{ratio.low:{sign}.2f}, {ratio.high:{sign}.2f}]"
 
 
 def _plot(evaluations: dict, path: Path) -> None:

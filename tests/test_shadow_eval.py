@@ -7,7 +7,7 @@ import math
 
 from ac_env.policy import PolicyOutput
 from ac_train.collect import CollectConfig, collect, read_episodes
-from ac_train.shadow_eval import evaluate, paired_difference, per_task, ratio
+from ac_train.shadow_eval import ShadowEvaluation, evaluate, paired_difference, per_task, ratio
 
 RUN = "```bash\npython3 -m pytest -q\n```"
 READ = "```bash\ncat calc/ops.py\n```"
@@ -101,3 +101,17 @@ def test_a_shadow_collection_audits_summaries_and_counts_rereads(tiny_task_file,
     )
     assert difference.value == 1.0
     assert not math.isnan(difference.low)
+
+
+def test_the_cli_writes_the_figures_of_a_shadow_collection(tiny_task_file, tmp_path, capsys):
+    from ac_train.cli import main
+
+    out = tmp_path / "eval"
+    argv = ["collect", "--out", str(out), "--source", str(tiny_task_file), "--split", "all"]
+    argv += ["--worker", "reference", "--rollouts-per-task", "1", "--shadow"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "held-out figures, 95% intervals over 2 tasks:" in printed
+    evaluation = ShadowEvaluation.model_validate_json((out / "evaluation.json").read_text())
+    assert evaluation.figures["success"].value == 1.0  # the reference agent fixes both
+    assert "  success: 1.00 [1.00, 1.00] (2/2, 2 tasks)" in printed
