@@ -19,7 +19,9 @@ Filters (a trajectory is kept only when it hits none; each is counted):
 - ``malformed``: more than ``max_malformed_fraction`` of the executed outputs are format errors;
 - ``summary_loop``: two compactions with no command executed between them;
 - ``off_task``: after a compaction, none of the next ``off_task_window`` commands touches a file
-  the summary names, runs the tests, or submits.
+  the summary names, runs the tests, or submits;
+- ``no_command``: the episode ended without one command run (a policy that submits at once:
+  its three-token trajectory passes every filter above, and cloning it teaches giving up).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ from ac_train.oracle_judge import OracleJudge
 logger = logging.getLogger(__name__)
 
 EPISODES_FILE = "episodes.jsonl"
-FILTERS = ("infra_error", "malformed", "summary_loop", "off_task")
+FILTERS = ("infra_error", "malformed", "summary_loop", "off_task", "no_command")
 _PATH = re.compile(r"[\w.-]+(?:/[\w.-]+)*\.py\b")
 
 
@@ -250,6 +252,8 @@ def filter_reasons(trajectory: Trajectory, config: CollectConfig) -> list[str]:
         reasons.append("summary_loop")
     if _has_off_task_continuation(trajectory, config.off_task_window):
         reasons.append("off_task")
+    if end is not None and not end.infra_error and not trajectory.tool_results():
+        reasons.append("no_command")
     return reasons
 
 

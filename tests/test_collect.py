@@ -128,8 +128,10 @@ SUMMARY = PREMATURE.replace("look around", "read calc/ops.py")
             (RUN, SUMMARY, "```bash\nls\n```", "```bash\ncat calc/ops.py\n```", "```bash\nls\n```"),
             [],
         ),
+        (("```bash\nsubmit\n```",), ["no_command"]),
+        (("oops", "```bash\nsubmit\n```"), ["no_command"]),
     ],
-    ids=["clean", "malformed", "summary_loop", "off_task", "back_on_task"],
+    ids=["clean", "malformed", "summary_loop", "off_task", "back_on_task", "submits", "no_run"],
 )
 def test_filters(tiny_task_file, outputs, reasons):
     trajectory = scripted_trajectory(tiny_task_file, *outputs)
