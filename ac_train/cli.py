@@ -100,16 +100,16 @@ def _run_collect(args: argparse.Namespace) -> int:
         print(f"ac-train collect: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
     print(summary.model_dump_json())
+    episodes = read_episodes(args.out)
     if settings.get("judge_mode") == "shadow":
         from ac_train.shadow_eval import evaluate
 
-        evaluation = evaluate(read_episodes(args.out))
+        evaluation = evaluate(episodes)
         (args.out / "evaluation.json").write_text(evaluation.model_dump_json(indent=2) + "\n")
         print(f"held-out figures, 95% intervals over {evaluation.tasks} tasks:")
         print("\n".join(f"  {line}" for line in evaluation.lines()))
     failed = failed_cells(
-        ("collect", (e.error or "unknown") if e.status == "infra_error" else None)
-        for e in read_episodes(args.out)
+        ("collect", (e.error or "unknown") if e.status == "infra_error" else None) for e in episodes
     )
     for cell in failed:
         print(f"ac-train collect: {cell.line()}", file=sys.stderr)

@@ -218,7 +218,7 @@ def worker_policies(config: CollectConfig, strategy: Strategy) -> Callable[[int]
     served = config.worker.startswith("openai:")
     tokenizer = load_tokenizer(config.tokenizer) if served and config.tokenizer else None
     make = policy_factory(config.worker, strategy, sampling, tokenizer)
-    if served and config.tokenizer is not None:
+    if tokenizer is not None:
         try:
             require_token_records(make(config.seed), f"collect with worker {config.worker}")
         except ModelServerError as error:

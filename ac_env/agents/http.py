@@ -193,7 +193,7 @@ class OpenAIChatPolicy:
             raise PolicyError(f"POST {self.url}: the response's message has no text content")
         text = choice.message.content
         logprobs = choice.logprobs.content if choice.logprobs else None
-        if self.dialect in ("llamacpp", "sglang"):
+        if self.dialect in TEXT_TOKEN_DIALECTS:
             return self._from_token_texts(text, logprobs)
         return PolicyOutput(
             text=text,
@@ -229,7 +229,7 @@ class OpenAIChatPolicy:
         if self.return_token_ids:
             payload["return_token_ids"] = True
         fields = DIALECT_FIELDS[self.dialect] if self.dialect else {}
-        if self.dialect in ("llamacpp", "sglang") and self._vocabulary is None:
+        if self.dialect in TEXT_TOKEN_DIALECTS and self._vocabulary is None:
             # token texts map to no id without the tokenizer, so their log-probs would be
             # dropped; llama-cpp-python's server spends seconds a call computing them
             fields = {k: v for k, v in fields.items() if k not in ("logprobs", "top_logprobs")}
@@ -291,6 +291,8 @@ class OpenAIChatPolicy:
             ) from None
 
 
+TEXT_TOKEN_DIALECTS: tuple[ServerDialect, ...] = ("llamacpp", "sglang")
+"""Servers that report sampled tokens as text: ids only through the model's tokenizer."""
 DIALECT_FIELDS: dict[ServerDialect, dict[str, Any]] = {
     "openai": {"logprobs": True},
     "vllm": {"logprobs": True, "return_token_ids": True},
