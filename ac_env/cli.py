@@ -10,7 +10,8 @@ mines bug-fix tasks from real libraries (see ``ac_env.mining.build``) and writes
 turns such a build into the real-code suite's data (``ac_env.mining.pack``), which
 ``task_source="real"`` reads.
 
-    ac-env tasks long DIR [--per-library 16] [--bugs 2-4] [--per-file 1] [--seed 0] [--solved-alone]
+    ac-env tasks long DIR [--per-library 16] [--bugs 2-4] [--per-file 1] [--max-failing N]
+        [--seed 0] [--solved-alone]
 
 composes long-horizon tasks (split ``long``) of several bugs each from a build's tasks (see
 ``ac_env.mining.long``; ``--solved-alone``: only bugs ``python -m ac_env.bench.solo`` saw the
@@ -88,6 +89,11 @@ def _parser() -> argparse.ArgumentParser:
     long.add_argument(
         "--per-file", type=int, default=1, help="most bugs from one file, in different functions"
     )
+    long.add_argument(
+        "--max-failing",
+        type=int,
+        help="most failing tests in a task, all its bugs together (default: no cap)",
+    )
     long.add_argument("--unisolated", action="store_true", help="run suites without bubblewrap")
     long.add_argument(
         "--solved-alone",
@@ -112,6 +118,7 @@ def _long(args: argparse.Namespace) -> int:
         max_bugs=high,
         seed=args.seed,
         per_file=args.per_file,
+        max_failing=args.max_failing,
         isolation="none" if args.unisolated else "bwrap",
         solved_alone=args.solved_alone,
         solo_peak_at_most=args.solo_peak_at_most,

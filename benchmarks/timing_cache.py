@@ -7,6 +7,8 @@ shares with it). It prints steps/s and the cache's hit rate per episode, and che
 cached ``never`` episode ends exactly like the uncached one (same reward, steps and cost).
 
     nice -n 10 .venv/bin/python benchmarks/timing_cache.py [--tasks TASK_ID ...]
+
+The default task is the long split's first train task.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from typing import Any
 
 from ac_env.sandbox.command_cache import CachingSandbox
+from ac_env.tasks import load_tasks
 from ac_env.timing import COMPACT, CONTINUE, TimingEnv
 from ac_env.timing.features import steps_since_compaction
 
@@ -48,8 +51,9 @@ def episode(env: TimingEnv, task_id: str, every: int | None) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", nargs="+", default=["cachetools-8.0.2__long-8302545633"])
+    parser.add_argument("--tasks", nargs="+", help="task ids of the long split")
     args = parser.parse_args()
+    tasks = args.tasks or [load_tasks("real", "long", subset="train")[0].instance_id]
     kwargs = {
         "task_source": "real",
         "split": "long",
@@ -61,7 +65,7 @@ def main() -> None:
         plain = TimingEnv(env_kwargs=kwargs)
         cached = TimingEnv(env_kwargs={**kwargs, "command_cache": store})
         print(f"{'task':<38}{'run':<22}{'steps':>6}{'steps/s':>9}{'hits':>7}{'reward':>9}")
-        for task_id in args.tasks:
+        for task_id in tasks:
             runs = [
                 ("never, no cache", episode(plain, task_id, None)),
                 ("never, cold cache", episode(cached, task_id, None)),

@@ -125,6 +125,26 @@ def test_per_file_allows_bugs_of_one_file_in_different_functions():
     assert list(draw_groups(tasks, three, "lib")) == []  # at most two from the file
 
 
+def test_max_failing_caps_the_failing_tests_of_a_group():
+    tasks = [
+        single(f"b{n}", f"{n}.py", [f"t{n}::{k}" for k in range(size)])
+        for n, size in enumerate([1, 5, 2, 6, 1, 3])
+    ]
+    options = LongOptions(build_dir=Path("."), per_library=6, min_bugs=3, max_bugs=3)
+
+    def failing(groups: list[list[Task]]) -> list[int]:
+        return [sum(len(t.FAIL_TO_PASS) for t in group) for group in groups]
+
+    uncapped = list(draw_groups(tasks, options, "lib"))
+    assert max(failing(uncapped)) > 8
+    capped = list(draw_groups(tasks, options.model_copy(update={"max_failing": 8}), "lib"))
+    assert capped and max(failing(capped)) <= 8
+    kept = [group for group in uncapped if sum(len(t.FAIL_TO_PASS) for t in group) <= 8]
+    assert capped == kept  # the uncapped run's draws, filtered
+    too_few = options.model_copy(update={"max_failing": 3})  # three bugs fail 4 tests at least
+    assert list(draw_groups(tasks, too_few, "lib")) == []
+
+
 def test_no_group_when_every_bug_is_in_one_file():
     tasks = [single(f"a{n}", "a.py", [f"t::{n}"]) for n in range(4)]
     assert list(draw_groups(tasks, LongOptions(build_dir=Path(".")), "lib")) == []

@@ -68,6 +68,12 @@ class LongOptions(BaseModel):
     per_file: int = Field(
         default=1, ge=1, description="most bugs from one file (each in its own functions)"
     )
+    max_failing: int | None = Field(
+        default=None,
+        ge=1,
+        description="most failing tests in a task, all bugs together: every test run of the "
+        "agent's, before the last bug is fixed, lists the failures of the bugs still left",
+    )
     seed: int = Field(default=0, description="which groups of bugs are drawn")
     isolation: Isolation = "bwrap"
     solved_alone: bool = Field(
@@ -155,8 +161,11 @@ def group_key(members: list[Task]) -> str:
 def draw_groups(tasks: list[Task], options: LongOptions, salt: str) -> Iterator[list[Task]]:
     """Groups of bugs in different functions with disjoint failing tests, at most
     ``options.per_file`` from one file, each group new and drawn from the least used bugs
-    first; deterministic for a seed and a task list."""
+    first; deterministic for a seed and a task list. ``options.max_failing`` filters the
+    groups drawn (the draws stay those of the uncapped run, so a cap keeps its groups that fit
+    under it)."""
     rng = random.Random(f"{options.seed}:{salt}")
+    failing_cap = options.max_failing if options.max_failing is not None else float("inf")
     used: Counter[str] = Counter()
     seen: set[str] = set()
     for _ in range(MAX_GROUPS_TRIED * options.per_library):
@@ -182,7 +191,8 @@ def draw_groups(tasks: list[Task], options: LongOptions, salt: str) -> Iterator[
             continue
         seen.add(key)
         used.update(task.instance_id for task in group)
-        yield group
+        if sum(len(task.FAIL_TO_PASS) for task in group) <= failing_cap:
+            yield group
 
 
 class _Library:
