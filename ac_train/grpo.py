@@ -171,6 +171,13 @@ class GRPOConfig(BaseModel):
     )
     advantage_eps: float = Field(default=1e-6, gt=0)
     micro_batch_size: int = Field(default=4, ge=1, description="segments per forward pass")
+    share_prefix: bool = Field(
+        default=True,
+        description="run the context a micro-batch's segments share once (a group's segments "
+        "share their task's prompt, or their start state): exact, and a group continuing one "
+        "long state costs about one context instead of one per rollout; off for a model whose "
+        "key/value cache cannot be repeated per row",
+    )
     prefix_mismatch: PrefixMismatch = Field(
         default="split", description="a prompt that is not a token prefix starts a new part"
     )
@@ -353,6 +360,7 @@ def learner_step(
         pad_token_id=pad_token_id,
         accelerator=accelerator,
         mean_over=mean_over,
+        share_prefix=config.share_prefix,
     )
     if not stats.trained_tokens:
         return stats, None

@@ -171,20 +171,59 @@ def collate(sequences: Sequence[PolicySequence], pad_token_id: int) -> MicroBatc
     )
 
 
+def shared_prefix(sequences: Sequence[PolicySequence]) -> int:
+    """How many leading tokens every one of ``sequences`` has in common and none of them
+    trains: the context the sequences of a GRPO group share when they continue one state
+    (a start state, or their task's prompt). 0 for fewer than two sequences."""
+    if len(sequences) < 2:
+        return 0
+    first = sequences[0].input_ids
+    length = len(first)
+    for s in sequences:
+        first_trained = s.trained.index(True) if True in s.trained else len(s.trained)
+        # the logit predicting the first trained token is computed after the prefix
+        length = min(length, first_trained - 1, len(s.input_ids))
+        length = next((i for i in range(length) if s.input_ids[i] != first[i]), length)
+    return max(length, 0)
+
+
 def token_logprobs(
-    model: PreTrainedModel | torch.nn.Module, batch: MicroBatch, temperature: float = 1.0
+    model: PreTrainedModel | torch.nn.Module,
+    batch: MicroBatch,
+    temperature: float = 1.0,
+    prefix: int = 0,
 ) -> torch.Tensor:
     """Log-probs of the trained tokens of ``batch``, flat in row-major order (the order of
     ``batch.trained``), under ``log_softmax(logits / temperature)``: the sampler's distribution.
     Logits are computed only where a trained token is predicted (``logits_to_keep`` as a mask),
-    which spares the vocabulary projection and softmax of every context token."""
+    which spares the vocabulary projection and softmax of every context token.
+
+    ``prefix`` (``shared_prefix`` of the rows): the rows' first ``prefix`` tokens are one
+    context, run once for all of them; its key/value cache, repeated per row, is what the rest
+    of each row attends to. Same log-probs and gradients, up to float rounding, for the cost of
+    one context instead of one per row."""
     trained = batch.trained[:, 1:]
     predicting = torch.zeros_like(batch.trained)
     predicting[:, :-1] = trained
-    logits = model(
-        input_ids=batch.input_ids, attention_mask=batch.attention_mask, logits_to_keep=predicting
-    ).logits
     targets = batch.input_ids[:, 1:][trained]
+    if prefix < 1:
+        logits = model(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            logits_to_keep=predicting,
+        ).logits
+        return -F.cross_entropy(logits.float() / temperature, targets, reduction="none")
+    if predicting[:, :prefix].any():
+        raise ValueError(f"prefix: a trained token is predicted inside the first {prefix} tokens")
+    cache = model(input_ids=batch.input_ids[:1, :prefix], use_cache=True, logits_to_keep=1).cache
+    cache.batch_repeat_interleave(batch.input_ids.shape[0])
+    logits = model(
+        input_ids=batch.input_ids[:, prefix:],
+        attention_mask=batch.attention_mask,
+        cache=cache,
+        use_cache=True,
+        logits_to_keep=predicting[:, prefix:],
+    ).logits
     return -F.cross_entropy(logits.float() / temperature, targets, reduction="none")
 
 
@@ -235,11 +274,13 @@ def accumulate_gradients(
     pad_token_id: int = 0,
     accelerator: Accelerator | None = None,
     mean_over: int | None = None,
+    share_prefix: bool = True,
 ) -> LearnerStats:
     """Backpropagate one optimizer step's token-mean loss into ``model``'s ``.grad``, a
     micro-batch at a time; the caller steps the optimizer. Nothing to train: no gradient.
     ``mean_over`` is this process's share of ``N`` (``step_batch``); ``None``: the trained
-    tokens of ``sequences`` (the ``"informative"`` convention).
+    tokens of ``sequences`` (the ``"informative"`` convention). With ``share_prefix`` the
+    context a micro-batch's sequences share (``shared_prefix``) runs once for all of them.
 
     With an ``accelerator`` (``model`` prepared by it), ``sequences`` are this process's share
     of the step: the token count ``N`` is summed over the processes first, and each process's
@@ -281,8 +322,9 @@ def accumulate_gradients(
         ):
             batch = collate(chunk, pad_token_id).to(device)
             trained = batch.trained[:, 1:]
+            prefix = shared_prefix(chunk) if share_prefix else 0
             loss_sum, outside = clipped_loss_sum(
-                token_logprobs(model, batch, temperature),
+                token_logprobs(model, batch, temperature, prefix),
                 batch.behaviour_logprobs[:, 1:][trained],
                 batch.advantages[:, None].expand_as(trained)[trained],
                 clip,
@@ -334,6 +376,7 @@ __all__ = [
     "collate",
     "group_advantages",
     "policy_sequences",
+    "shared_prefix",
     "step_batch",
     "token_logprobs",
 ]

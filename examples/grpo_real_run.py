@@ -281,7 +281,7 @@ def main() -> None:
         learning_rate=args.learning_rate,
         rollout_workers=args.workers,
         batch_groups=True,
-        micro_batch_size=1,
+        micro_batch_size=args.group_size,  # a group's start state runs once (share_prefix)
         save_every=4,  # a checkpoint is 1.6 GB (weights and optimizer)
         demonstration=DemonstrationStarts(
             steps_left=args.steps_left, max_policy_steps=args.max_policy_steps

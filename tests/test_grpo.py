@@ -24,10 +24,12 @@ from ac_train.grpo import (
 )
 from ac_train.grpo_loss import (
     ClipRange,
+    PolicySequence,
     accumulate_gradients,
     clipped_loss_sum,
     group_advantages,
     policy_sequences,
+    shared_prefix,
     step_batch,
 )
 from ac_train.models import TransformersPolicy, tiny_model_and_tokenizer
@@ -280,6 +282,45 @@ def test_micro_batching_gives_the_full_batch_gradient(tiny):
     for loss, gradient in results[1:]:
         assert loss == pytest.approx(results[0][0], rel=1e-5)
         assert_same_grads(results[0][1], gradient)
+
+
+def test_a_group_continuing_one_state_runs_it_once_with_the_same_gradient(tiny):
+    """Six rollouts of one start state (a shared context, then outputs of their own and
+    different lengths): the shared-prefix forward gives the loss and gradients of one forward
+    per rollout."""
+    model, _ = tiny
+    rng = random.Random(4)
+    context = [rng.randrange(4096) for _ in range(40)]
+    segments, advantages = [], {}
+    for i in range(6):
+        ids = context + [rng.randrange(4096) for _ in range(rng.randrange(3, 12))]
+        plain = logprobs_of(model, ids)
+        outputs = set(range(len(context), len(ids)))
+        behaviour = {t: plain[t] + rng.uniform(-0.3, 0.3) for t in outputs}
+        segments.append(segment(f"t{i}", ids, outputs, behaviour))
+        advantages[f"t{i}"] = [1.0, -1.0][i % 2] * rng.uniform(0.5, 2)
+    sequences = policy_sequences(segments, advantages)
+    assert shared_prefix(sequences) == len(context) - 1  # the last one predicts an output
+    assert shared_prefix(sequences[:1]) == 0
+    results = []
+    for share in (False, True):
+        model.zero_grad(set_to_none=True)
+        stats = accumulate_gradients(
+            model, sequences, micro_batch_size=6, clip=ClipRange(), share_prefix=share
+        )
+        results.append((stats.loss, grads(model)))
+    assert results[1][0] == pytest.approx(results[0][0], rel=1e-5)
+    assert_same_grads(results[0][1], results[1][1])
+
+
+def test_the_shared_prefix_stops_where_the_rows_differ_or_train():
+    def row(ids: list[int], first_trained: int) -> PolicySequence:
+        trained = [t >= first_trained for t in range(len(ids))]
+        return PolicySequence(ids, trained, [0.0] * len(ids), 1.0)
+
+    assert shared_prefix([row([1, 2, 3, 4, 5, 6], 5), row([1, 2, 3, 9, 5, 6], 5)]) == 3
+    assert shared_prefix([row([1, 2, 3, 4, 5, 6], 2), row([1, 2, 3, 4, 5, 6], 5)]) == 1
+    assert shared_prefix([row([7, 2, 3], 2), row([1, 2, 3], 2)]) == 0
 
 
 # ---- learning ------------------------------------------------------------------------------
