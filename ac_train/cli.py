@@ -238,6 +238,7 @@ GRPO_FIELDS = (
     "token_mean",
     "overlong_masking",
     "micro_batch_size",
+    "share_prefix",
     "save_every",
     "seed",
     "resume",

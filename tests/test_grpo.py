@@ -462,6 +462,13 @@ def test_grpo_presets_set_what_their_row_of_the_method_table_says(tmp_path, tiny
         GRPOConfig.from_preset("compactionrl", output_dir=tmp_path)
 
 
+def test_the_shared_prefix_forward_can_be_turned_off_from_the_command_line(tmp_path):
+    line = ["grpo", "--output-dir", str(tmp_path)]
+    assert grpo_config(build_parser("grpo").parse_args(line)).share_prefix is True
+    off = grpo_config(build_parser("grpo").parse_args([*line, "--no-share-prefix"]))
+    assert off.share_prefix is False
+
+
 def scripted_rollout(tiny_task_file, *outputs: str, max_steps: int):
     env = gym.make(
         "AutoCompact-SWE-v0", task_source=str(tiny_task_file), split=None, max_steps=max_steps
