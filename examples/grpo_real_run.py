@@ -28,10 +28,12 @@ stage resumes from what it wrote. Writes ``OUT/results.json`` (the per-step curv
 informative groups; the held-out rewards of each start state; the table; wall time and
 tokens) and ``OUT/results.png``.
 
-Cost: every sequence is a post-compaction context of about 4,600 tokens. On 2 cores shared
-with other jobs (load 7-8) the warm start's SFT took 694 s per optimizer step of 2 such
-sequences (13 trained tokens/s), so this run's defaults take many hours there; on one GPU,
-``--preset gpu`` (``scripts/grpo_gpu.sh``).
+Cost: every sequence is a post-compaction context of about 4,600 tokens. On 2 cores the warm
+start took 23 minutes (9 optimizer steps), the held-out evaluation 25 minutes (24 rollouts,
+11.5K generated tokens), and a GRPO step 2.5-8 minutes of rollouts plus, when a group is
+informative, one learner pass: a group's rollouts share their start state, so with
+``micro_batch_size`` equal to the group size the learner runs that context once
+(``GRPOConfig.share_prefix``). On one GPU, ``--preset gpu`` (``scripts/grpo_gpu.sh``).
 """
 
 from __future__ import annotations
