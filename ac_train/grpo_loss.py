@@ -182,7 +182,7 @@ def shared_prefix(sequences: Sequence[PolicySequence]) -> int:
     for s in sequences:
         first_trained = s.trained.index(True) if True in s.trained else len(s.trained)
         # the logit predicting the first trained token is computed after the prefix
-        length = min(length, first_trained - 1, len(s.input_ids))
+        length = min(length, first_trained - 1)
         length = next((i for i in range(length) if s.input_ids[i] != first[i]), length)
     return max(length, 0)
 
@@ -205,25 +205,26 @@ def token_logprobs(
     trained = batch.trained[:, 1:]
     predicting = torch.zeros_like(batch.trained)
     predicting[:, :-1] = trained
-    targets = batch.input_ids[:, 1:][trained]
+    if predicting[:, :prefix].any():
+        raise ValueError(f"prefix: a trained token is predicted inside the first {prefix} tokens")
     if prefix < 1:
         logits = model(
             input_ids=batch.input_ids,
             attention_mask=batch.attention_mask,
             logits_to_keep=predicting,
         ).logits
-        return -F.cross_entropy(logits.float() / temperature, targets, reduction="none")
-    if predicting[:, :prefix].any():
-        raise ValueError(f"prefix: a trained token is predicted inside the first {prefix} tokens")
-    cache = model(input_ids=batch.input_ids[:1, :prefix], use_cache=True, logits_to_keep=1).cache
-    cache.batch_repeat_interleave(batch.input_ids.shape[0])
-    logits = model(
-        input_ids=batch.input_ids[:, prefix:],
-        attention_mask=batch.attention_mask,
-        cache=cache,
-        use_cache=True,
-        logits_to_keep=predicting[:, prefix:],
-    ).logits
+    else:
+        context = batch.input_ids[:1, :prefix]
+        cache = model(input_ids=context, use_cache=True, logits_to_keep=1).cache
+        cache.batch_repeat_interleave(batch.input_ids.shape[0])
+        logits = model(
+            input_ids=batch.input_ids[:, prefix:],
+            attention_mask=batch.attention_mask,
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=predicting[:, prefix:],
+        ).logits
+    targets = batch.input_ids[:, 1:][trained]
     return -F.cross_entropy(logits.float() / temperature, targets, reduction="none")
 
 

@@ -165,7 +165,6 @@ def draw_groups(tasks: list[Task], options: LongOptions, salt: str) -> Iterator[
     groups drawn (the draws stay those of the uncapped run, so a cap keeps its groups that fit
     under it)."""
     rng = random.Random(f"{options.seed}:{salt}")
-    failing_cap = options.max_failing if options.max_failing is not None else float("inf")
     used: Counter[str] = Counter()
     seen: set[str] = set()
     for _ in range(MAX_GROUPS_TRIED * options.per_library):
@@ -191,7 +190,8 @@ def draw_groups(tasks: list[Task], options: LongOptions, salt: str) -> Iterator[
             continue
         seen.add(key)
         used.update(task.instance_id for task in group)
-        if sum(len(task.FAIL_TO_PASS) for task in group) <= failing_cap:
+        failing_count = sum(len(task.FAIL_TO_PASS) for task in group)
+        if options.max_failing is None or failing_count <= options.max_failing:
             yield group
 
 
