@@ -41,14 +41,15 @@ so with ``micro_batch_size`` equal to the group size the learner runs that conte
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import torch
+from tqdm import tqdm
 
 import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
 from ac_env.agents import ReferenceAgent, RolloutJob, rollout_many
@@ -179,10 +180,21 @@ def eval_starts(args: argparse.Namespace, eval_ids: list[str]) -> list[StartStat
 
 
 def held_out_rewards(
-    args: argparse.Namespace, model_dir: str, starts: list[StartState]
-) -> tuple[dict[str, list[float]], int]:
-    """The rewards of ``--samples`` rollouts from each held-out start state (by start id),
-    and the tokens the policy generated."""
+    args: argparse.Namespace,
+    model_dir: str,
+    starts: list[StartState],
+    stage: str,
+    results: dict[str, Any],
+    save: Callable[[], None],
+) -> None:
+    """``results[stage]``: the rewards of ``--samples`` rollouts from each held-out start state
+    (by start id), saved after each start state, so an interrupted evaluation resumes where it
+    stopped; the tokens the policy generated and the wall time add up under ``results["cost"]``.
+    """
+    rewards: dict[str, list[float]] = results.setdefault(stage, {})
+    todo = [start for start in starts if start.id not in rewards]
+    if not todo:
+        return
     model, tokenizer = load_model(model_dir)
     model.to(args.device).eval()
     policy = TransformersPolicy(  # shared: a start's samples come from one batched decode
@@ -193,19 +205,24 @@ def held_out_rewards(
         seed=0,
         samples_per_prompt=args.samples,
     )
-    jobs = [
-        RolloutJob(options={"task_id": start.task_id}, start=start.snapshot)
-        for start in starts
-        for _ in range(args.samples)
-    ]
-    runs = rollout_many(
-        make_env, lambda: policy, jobs, workers=args.workers, max_steps=args.max_policy_steps
-    )
-    rewards: dict[str, list[float]] = {start.id: [] for start in starts}
-    for start, run in zip([s for s in starts for _ in range(args.samples)], runs, strict=True):
-        if run.reward is not None:  # None: an infra error, not a policy failure
-            rewards[start.id].append(run.reward)
-    return rewards, sum(generated_tokens(run) for run in runs)
+    cost = results["cost"]
+    for start in tqdm(todo, desc=stage, unit="start"):
+        started = time.perf_counter()
+        job = RolloutJob(options={"task_id": start.task_id}, start=start.snapshot)
+        runs = rollout_many(
+            make_env,
+            lambda: policy,
+            [job] * args.samples,
+            workers=args.workers,
+            max_steps=args.max_policy_steps,
+            progress=False,
+        )
+        # None: an infra error, not a policy failure
+        rewards[start.id] = [run.reward for run in runs if run.reward is not None]
+        tokens = sum(generated_tokens(run) for run in runs)
+        cost["generated_tokens"][stage] = cost["generated_tokens"].get(stage, 0) + tokens
+        cost["wall_s"][stage] = cost["wall_s"].get(stage, 0.0) + time.perf_counter() - started
+        save()
 
 
 def generated_tokens(trajectory: Trajectory) -> int:
@@ -262,13 +279,9 @@ def main() -> None:
     cost["wall_s"].setdefault("bc", time.perf_counter() - started)
     save()  # a run resumed after the warm start keeps its cost
 
-    starts = functools.cache(lambda: eval_starts(args, eval_ids))  # made when first needed
-    if "before" not in results:
-        print("== 3. held-out success before GRPO")
-        started = time.perf_counter()
-        results["before"], cost["generated_tokens"]["before"] = held_out_rewards(args, bc, starts())
-        cost["wall_s"]["before"] = time.perf_counter() - started
-        save()
+    starts = eval_starts(args, eval_ids)
+    print("== 3. held-out success before GRPO")
+    held_out_rewards(args, bc, starts, "before", results, save)
 
     print("== 4. GRPO from the train tasks' start states")
     config = GRPOConfig(
@@ -295,12 +308,13 @@ def main() -> None:
     curve = grpo(GRPOTrainer(config), args)
 
     if results.get("after_step") != len(curve):  # a longer rerun evaluates its last step
-        print("== 5. held-out success after GRPO")
-        started = time.perf_counter()
-        last = str(config.output_dir / f"checkpoint-{len(curve)}")
-        results["after"], cost["generated_tokens"]["after"] = held_out_rewards(args, last, starts())
-        cost["wall_s"]["after"] = time.perf_counter() - started
         results["after_step"] = len(curve)
+        results.pop("after", None)
+        cost["generated_tokens"].pop("after", None)
+        cost["wall_s"].pop("after", None)
+    print("== 5. held-out success after GRPO")
+    last = str(config.output_dir / f"checkpoint-{len(curve)}")
+    held_out_rewards(args, last, starts, "after", results, save)
     results["curve"] = [
         {
             "step": m.step,

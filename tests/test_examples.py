@@ -115,6 +115,22 @@ def test_grpo_real_run_quick_runs_every_stage(tmp_path: Path) -> None:
     assert metrics["rollouts"] == 2 and metrics["compactions_per_trajectory"] == 0
     assert (tmp_path / "run" / "results.png").stat().st_size > 0
 
+    # an evaluation cut short resumes with the start states it had not finished
+    first, *rest = results["after"]
+    del results["after"][first]
+    (tmp_path / "run" / "results.json").write_text(json.dumps(results))
+    run_example(
+        "grpo_real_run.py", "--quick", "--model", str(tmp_path / "tiny"), "--out", "run",
+        "--steps-left", "1", "2", "3",
+        cwd=tmp_path, timeout=400,
+    )  # fmt: skip
+    resumed = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert list(resumed["after"]) == [*rest, first]  # only the missing one ran again
+    assert resumed["before"] == results["before"]
+    wall = resumed["cost"]["wall_s"]
+    assert wall["before"] == results["cost"]["wall_s"]["before"]
+    assert wall["after"] > results["cost"]["wall_s"]["after"]
+
 
 def test_grpo_steps_quick_prints_a_metrics_row(tmp_path: Path) -> None:
     save_tiny_model(tmp_path / "tiny")
