@@ -398,6 +398,11 @@ class AsyncGRPOTrainer(GRPOTrainer):
                 "demonstration: start states are not supported by the asynchronous trainer; "
                 "run it synchronously"
             )
+        if config.skip_uniform_for:
+            raise ValueError(
+                "skip_uniform_for: the asynchronous trainer's workers draw tasks ahead of the "
+                "groups that would settle them; run it synchronously"
+            )
         super().__init__(config, model, tokenizer)
         self.async_config = async_config or AsyncConfig()
         self.weight_hooks = list(weight_hooks)

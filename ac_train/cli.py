@@ -222,6 +222,7 @@ GRPO_FIELDS = (
     "model",
     "steps",
     "tasks_per_step",
+    "skip_uniform_for",
     "rollouts_per_task",
     "rollout_max_steps",
     "rollout_max_tokens",

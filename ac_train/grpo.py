@@ -1,7 +1,8 @@
 """Segment-aware GRPO, synchronous: sample, segment, advantage, one optimizer step; repeat.
 
-Each step draws ``tasks_per_step`` tasks and runs ``rollouts_per_task`` episodes of each from the
-same start with the current policy (one env per rollout worker, sampling at ``temperature``).
+Each step draws ``tasks_per_step`` tasks (uniformly, or skipping those whose latest group had no
+gradient: ``ac_train.task_draw``) and runs ``rollouts_per_task`` episodes of each from the same
+start with the current policy (one env per rollout worker, sampling at ``temperature``).
 Every trajectory is cut into segments at its rewrites (``ac_train.segments``); the group-relative
 advantage of the trajectory is shared by all its segments, and ``ac_train.grpo_loss`` takes one
 token-mean clipped step on them. Metrics go to ``OUTPUT_DIR/metrics.jsonl`` (one line a step);
@@ -44,7 +45,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import random
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -85,6 +85,7 @@ from ac_train.start_states import (
     policy_compactions,
     policy_events,
 )
+from ac_train.task_draw import GroupOutcome, TaskDraw
 
 logger = logging.getLogger(__name__)
 
@@ -185,6 +186,12 @@ class GRPOConfig(BaseModel):
     resume: bool = Field(default=True, description="continue from the latest checkpoint")
     demonstration: DemonstrationStarts | None = Field(
         default=None, description="start rollouts in demonstrations; None: from the task's start"
+    )
+    skip_uniform_for: int = Field(
+        default=0,
+        ge=0,
+        description="steps in which a task (or start state) whose latest group's rewards were "
+        "all equal (no gradient) is not drawn; 0: uniform draws (ac_train.task_draw)",
     )
     seed: int = 0
     progress: bool = True
@@ -323,6 +330,11 @@ class StepMetrics(BaseModel):
     )
     staleness_max: int = 0
     dropped_groups: int = Field(default=0, description="stale groups discarded (async)")
+    groups: list[GroupOutcome] = Field(
+        default_factory=list,
+        description="each group's task (or start-state) id and trained rewards, in order; "
+        "empty in older metrics files",
+    )
 
 
 @dataclass(frozen=True)
@@ -441,6 +453,7 @@ class GRPOTrainer:
                 f"tasks_per_step ({config.tasks_per_step}) exceeds the {len(self.task_ids)} "
                 f"{offered}"
             )
+        self.draw = TaskDraw(self.task_ids, config.seed, config.skip_uniform_for)
         self.start_step = 0
         self.sampling = SamplingConfig(
             temperature=config.temperature, max_new_tokens=config.max_new_tokens
@@ -467,6 +480,10 @@ class GRPOTrainer:
                 tqdm.write(message)
         if main:
             _keep_metrics_before(config.output_dir / METRICS_FILE, self.start_step)
+        self.accelerator.wait_for_everyone()
+        for done in read_metrics(config.output_dir):  # what the draws know of earlier steps
+            if done.step < self.start_step:
+                self.draw.record(done.step, done.groups)
         history = []
         steps = tqdm(
             range(self.start_step, config.steps),
@@ -479,6 +496,7 @@ class GRPOTrainer:
         with self.rollout_session(), _metric_writers(config, enabled=main) as tensorboard:
             for step in steps:
                 metrics = self.step(step)
+                self.draw.record(step, metrics.groups)
                 history.append(metrics)
                 if main:
                     with (config.output_dir / METRICS_FILE).open("a", encoding="utf-8") as out:
@@ -501,7 +519,7 @@ class GRPOTrainer:
         """Rollouts with the current policy, then one optimizer step on their segments."""
         config = self.config
         started = time.perf_counter()
-        tasks = random.Random(f"{config.seed}:{step}").sample(self.task_ids, config.tasks_per_step)
+        tasks = self.draw.draw(step, config.tasks_per_step)
         tasks = tasks[self.accelerator.process_index :: self.accelerator.num_processes]
         trajectories = self.rollouts(
             [task for task in tasks for _ in range(config.rollouts_per_task)], step
@@ -549,6 +567,7 @@ class GRPOTrainer:
                 if span.produced_by == "policy"
             ],
             versions=[group.policy_version for group in groups],
+            task_ids=[group.task_id for group in groups],
             rollout_s=rollout_s,
             wait_s=wait_s,
             learn_s=time.perf_counter() - started,
@@ -797,6 +816,10 @@ def step_metrics(
         staleness_mean=_mean(lags),
         staleness_max=max(lags),
         dropped_groups=dropped_groups,
+        groups=[
+            GroupOutcome(task_id=task_id, rewards=rewards)
+            for task_id, rewards in zip(figures.task_ids, figures.trained_groups, strict=True)
+        ],
     )
 
 
@@ -812,6 +835,7 @@ class _StepFigures:
     segments: int
     format_errors: list[bool]
     versions: list[int]
+    task_ids: list[str]
     rollout_s: float
     wait_s: float
     learn_s: float
@@ -830,6 +854,7 @@ class _StepFigures:
             segments=sum(f.segments for f in every),
             format_errors=[error for f in every for error in f.format_errors],
             versions=[version for f in every for version in f.versions],
+            task_ids=[task_id for f in every for task_id in f.task_ids],
             rollout_s=max(f.rollout_s for f in every),
             wait_s=max(f.wait_s for f in every),
             learn_s=min(f.learn_s for f in every),

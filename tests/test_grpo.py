@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 import random
+from typing import Any
 
 import gymnasium as gym
 import pytest
@@ -366,21 +367,21 @@ def test_steps_raise_the_logprob_of_positive_and_lower_negative_advantage(tiny):
 
 def trainer(tmp_path, tiny_task_file, steps: int, **options) -> GRPOTrainer:
     model, tokenizer = tiny_model_and_tokenizer()
-    config = GRPOConfig(
-        output_dir=tmp_path / "run",
-        env={"task_source": str(tiny_task_file), "split": None},
-        forced_compaction_threshold=200,
-        steps=steps,
-        tasks_per_step=2,
-        rollouts_per_task=2,
-        rollout_max_steps=2,
-        rollout_max_tokens=4096,
-        max_new_tokens=8,
-        learning_rate=1e-4,
-        save_every=1,
-        progress=False,
-        **options,
-    )
+    settings: dict[str, Any] = {
+        "output_dir": tmp_path / "run",
+        "env": {"task_source": str(tiny_task_file), "split": None},
+        "forced_compaction_threshold": 200,
+        "steps": steps,
+        "tasks_per_step": 2,
+        "rollouts_per_task": 2,
+        "rollout_max_steps": 2,
+        "rollout_max_tokens": 4096,
+        "max_new_tokens": 8,
+        "learning_rate": 1e-4,
+        "save_every": 1,
+        "progress": False,
+    }
+    config = GRPOConfig(**{**settings, **options})
     return GRPOTrainer(config, model, tokenizer)
 
 
@@ -576,3 +577,27 @@ def test_ac_train_grpo_runs_a_step_from_the_command_line(tmp_path, tiny_task_fil
     assert last["step"] == 0 and last["rollouts"] == 2
     assert [m.step for m in read_metrics(tmp_path / "run")] == [0]
     assert (tmp_path / "run" / "checkpoint-1" / "config.json").is_file()
+
+
+@pytest.mark.slow
+def test_a_task_whose_group_had_no_gradient_is_skipped_also_after_a_resume(
+    tmp_path, tiny_task_file, monkeypatch
+):
+    """Two tasks, one a step; every group is all zeros. Step 1 draws the task step 0 did not;
+    a resumed run rebuilds what the draws know from metrics.jsonl, so step 2 (both skipped)
+    takes the one skipped longest ago."""
+    monkeypatch.setattr(Trajectory, "reward", property(lambda trajectory: 0.0))
+    options = {"tasks_per_step": 1, "skip_uniform_for": 5}
+    first = trainer(tmp_path, tiny_task_file, steps=2, **options)
+    history = first.train()
+    drawn = [metrics.groups[0].task_id for metrics in history]
+    assert sorted(drawn) == ["tiny-calc-1", "tiny-calc-2"]
+    assert [metrics.groups[0].rewards for metrics in history] == [[0.0, 0.0]] * 2
+    assert [metrics.groups for metrics in history] == [
+        metrics.groups for metrics in read_metrics(tmp_path / "run")
+    ]
+
+    second = trainer(tmp_path, tiny_task_file, steps=3, **options)
+    (resumed,) = second.train()
+    assert resumed.groups[0].task_id == drawn[0]
+    assert second.draw.uniform_at == {drawn[1]: 1, drawn[0]: 2}
