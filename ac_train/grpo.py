@@ -502,7 +502,8 @@ class GRPOTrainer:
                     with (config.output_dir / METRICS_FILE).open("a", encoding="utf-8") as out:
                         out.write(metrics.model_dump_json() + "\n")
                 for name, value in metrics.model_dump().items():
-                    if tensorboard is not None and value is not None and name != "step":
+                    number = isinstance(value, int | float)  # not None, not the groups
+                    if tensorboard is not None and number and name != "step":
                         tensorboard.add_scalar(f"grpo/{name}", value, step)
                 steps.set_postfix(reward=metrics.reward_mean, tokens=metrics.trained_tokens)
                 done = step + 1
