@@ -31,11 +31,14 @@ informative groups; the held-out rewards of each start state; the table; wall ti
 tokens) and ``OUT/results.png``.
 
 Cost: every sequence is a post-compaction context of 2,600-4,600 tokens. On 2 cores the warm
-start took 39 minutes (2 epochs, 18 optimizer steps), the held-out evaluation 17 minutes per
-depth (24 rollouts, 10.6K generated tokens), and a GRPO step 2-3 minutes of rollouts plus,
-when a group is informative, one learner pass: a group's rollouts share their start state,
-so with ``micro_batch_size`` equal to the group size the learner runs that context once
-(``GRPOConfig.share_prefix``). On one GPU, ``--preset gpu`` (``scripts/grpo_gpu.sh``).
+start took 18 minutes (1 epoch, 9 optimizer steps; 2 epochs gave the same depth-3 result in
+39), the held-out evaluation 24 minutes (16 start states, 32 rollouts, 14K generated tokens),
+and a GRPO step 1.7-3.7 minutes of rollouts plus, when a group is informative, a 2-minute
+learner pass: a group's rollouts share their start state, so with ``micro_batch_size`` equal
+to the group size the learner runs that context once (``GRPOConfig.share_prefix``). That pass
+peaks near 24 GB: run nothing else beside it on a 24 GB machine. Only about 1 step in 8 had
+an informative group from this warm start (``--skip-uniform-for`` stops redrawing the start
+states that were settled). On one GPU, ``--preset gpu`` (``scripts/grpo_gpu.sh``).
 """
 
 from __future__ import annotations
@@ -84,7 +87,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--model", default="smollm2", help="'smollm2', an HF name or a dir")
     parser.add_argument("--train-tasks", type=int, default=20)
     parser.add_argument("--eval-tasks", type=int, default=8)
-    parser.add_argument("--samples", type=int, default=3, help="held-out rollouts per start")
+    parser.add_argument("--samples", type=int, default=2, help="held-out rollouts per start")
     parser.add_argument(
         "--steps-left",
         type=int,
@@ -96,14 +99,20 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--steps", type=int, default=12, help="GRPO optimizer steps with an informative group"
     )
-    parser.add_argument("--max-steps", type=int, default=30, help="GRPO steps in all, at most")
+    parser.add_argument("--max-steps", type=int, default=24, help="GRPO steps in all, at most")
     parser.add_argument("--tasks-per-step", type=int, default=1)
+    parser.add_argument(
+        "--skip-uniform-for",
+        type=int,
+        default=0,
+        help="GRPO steps in which a start state whose group was all-equal is not drawn",
+    )
     parser.add_argument("--group-size", type=int, default=6)
     parser.add_argument("--max-new-tokens", type=int, default=640, help="edits: 310-500")
     parser.add_argument("--temperature", type=float, default=0.7, help="1.0: off the rails")
     parser.add_argument("--learning-rate", type=float, default=2e-5, help="GRPO")
     parser.add_argument("--bc-learning-rate", type=float, default=1e-4)
-    parser.add_argument("--bc-epochs", type=float, default=2.0)
+    parser.add_argument("--bc-epochs", type=float, default=1.0)
     parser.add_argument("--device", default="cpu", help="'cuda': see scripts/grpo_gpu.sh")
     parser.add_argument("--workers", type=int, default=2, help="rollouts at once (grading)")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
@@ -291,6 +300,7 @@ def main() -> None:
         forced_compaction_threshold=ENV["forced_compaction_threshold"],
         steps=args.steps,
         tasks_per_step=args.tasks_per_step,
+        skip_uniform_for=args.skip_uniform_for,
         rollouts_per_task=args.group_size,
         rollout_max_steps=MAX_ENV_STEPS,
         rollout_max_tokens=CONTEXT_WINDOW,
