@@ -465,7 +465,7 @@ class AsyncGRPOTrainer(GRPOTrainer):
         """Group ``number``'s task and sampling seed."""
         size = self.config.tasks_per_step
         step, index = divmod(number, size)
-        tasks = random.Random(f"{self.config.seed}:{step}").sample(self.task_ids, size)
+        tasks = self.draw.draw(step, size)  # uniform: skip_uniform_for is refused here
         return tasks[index], random.Random(f"{self.config.seed}:group:{number}").getrandbits(63)
 
     def step(self, step: int) -> StepMetrics:

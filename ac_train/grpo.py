@@ -790,6 +790,10 @@ def step_metrics(
     valid = [r for r in rewards if r is not None]
     trained = [r for group in figures.trained_groups for r in group if r is not None]
     lags = [step - version for version in figures.versions]
+    groups = [
+        GroupOutcome(task_id=task_id, rewards=rewards)
+        for task_id, rewards in zip(figures.task_ids, figures.trained_groups, strict=True)
+    ]
     return StepMetrics(
         step=step,
         policy_version=min(figures.versions),
@@ -798,9 +802,7 @@ def step_metrics(
         overlong_masked=len(valid) - len(trained),
         reward_mean=sum(valid) / len(valid) if valid else None,
         solved_groups=sum(any(r == 1 for r in group) for group in figures.reward_groups),
-        informative_groups=sum(
-            len({r for r in group if r is not None}) > 1 for group in figures.trained_groups
-        ),
+        informative_groups=sum(group.informative for group in groups),
         compactions_per_trajectory=_mean(figures.compactions),
         segments_per_trajectory=figures.segments / max(len(rewards), 1),
         format_error_rate=_mean([int(error) for error in figures.format_errors]),
@@ -817,10 +819,7 @@ def step_metrics(
         staleness_mean=_mean(lags),
         staleness_max=max(lags),
         dropped_groups=dropped_groups,
-        groups=[
-            GroupOutcome(task_id=task_id, rewards=rewards)
-            for task_id, rewards in zip(figures.task_ids, figures.trained_groups, strict=True)
-        ],
+        groups=groups,
     )
 
 

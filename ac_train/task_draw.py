@@ -31,10 +31,17 @@ class GroupOutcome(BaseModel):
     )
 
     @property
+    def informative(self) -> bool:
+        """The rewards trained on differ: the group has a gradient."""
+        return len(self._trained()) > 1
+
+    @property
     def uniform(self) -> bool:
         """Every reward trained on is the same (and there is one): no gradient."""
-        trained = {reward for reward in self.rewards if reward is not None}
-        return len(trained) == 1
+        return len(self._trained()) == 1
+
+    def _trained(self) -> set[float]:
+        return {reward for reward in self.rewards if reward is not None}
 
 
 @dataclass
@@ -65,5 +72,5 @@ class TaskDraw:
         for group in groups:
             if group.uniform:
                 self.uniform_at[group.task_id] = step
-            elif any(reward is not None for reward in group.rewards):
+            elif group.informative:
                 self.uniform_at.pop(group.task_id, None)
