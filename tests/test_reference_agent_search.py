@@ -255,6 +255,19 @@ def test_compacts_after_each_kept_fix_and_carries_it_forward(tmp_path):
     assert commands_after_compactions(trajectory) == ["locate"]  # the next bug, afresh
 
 
+def test_after_fix_with_the_length_fallback_resumes_a_search_cut_by_forced_summaries(tmp_path):
+    # the long split's fix32fb setting in miniature: a search longer than the fallback's
+    # threshold is summarized mid-way, and the search goes on from the summary
+    env = make_env(task_file(tmp_path, _two_bug_task(tmp_path)), forced_compaction_threshold=1500)
+    agent = ReferenceAgent(compact_when="after_fix")
+    reward, info, trajectory = run_episode(env, agent, seed=0)
+    env.close()
+    assert reward == 1.0 and info["exit_reason"] == "submitted"
+    triggers = [event.trigger for event in trajectory.compactions()]
+    assert triggers.index("forced") < triggers.index("proactive")  # cut before the first fix
+    assert {event.summarizer for event in trajectory.compactions()} == {"policy"}
+
+
 def test_deleted_guard_comes_back_from_the_deprecated_copy(tmp_path):
     deleted = SAFE_DIV.replace("    if b == 0:\n        return 0\n", "")
     task = make_repo_task(
