@@ -1,6 +1,6 @@
 """The reference agent on every split, under the long split's targets.
 
-Three settings per split, no budget, ``--max-steps`` (default 100) turns:
+Four settings per split, no budget, ``--max-steps`` (default 100) turns:
 
 - ``full128``: full history, a 128K window (``context_window=131072``);
 - ``full32``: full history, a 32K window (the method's RL context cap): it ends at overflow;
