@@ -22,7 +22,7 @@ from ac_env.config import EnvConfig, SandboxFactory, parse_config
 from ac_env.context import Context
 from ac_env.cost import CallCost, CostMeter, make_pricing
 from ac_env.grading import GradeResult, grade
-from ac_env.grading_cache import grade_cached
+from ac_env.grading.cache import grade_cached
 from ac_env.policy import PolicyOutput
 from ac_env.prompts import format_error_message, system_prompt, task_message, tool_message
 from ac_env.sandbox import make_sandbox_factory

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ac_env.grading import GradeResult
-from ac_env.grading_runner import RUNNER_DIR
+from ac_env.grading.runner import RUNNER_DIR
 from ac_env.tasks.model import Task
 
 swebench_grading = pytest.importorskip("swebench.harness.grading")

@@ -101,7 +101,7 @@ def test_the_env_option_replays_across_episodes(tmp_path: Path) -> None:
 
 
 def test_a_patch_is_graded_once_and_the_diff_replayed(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import ac_env.grading_cache as grading_cache
+    import ac_env.grading.cache as grading_cache
     from ac_env.env import AutoCompactSWEEnv
 
     graded: list[str] = []

@@ -15,8 +15,8 @@ from reward_hacks import CHEATS, FIXES, Cheat, builtin_task, cheat_diff, mined_t
 from sandbox_task import diff_after, make_task
 
 from ac_env.grading import GradeResult, grade
-from ac_env.grading_patch import filter_patch
-from ac_env.grading_runner import RunnerCommandError, parse_test_command, read_report
+from ac_env.grading.patch_filter import filter_patch
+from ac_env.grading.runner import RunnerCommandError, parse_test_command, read_report
 from ac_env.sandbox.base import Sandbox, SandboxError
 from ac_env.sandbox.local import LocalSandbox
 from ac_env.tasks.model import Task
@@ -224,7 +224,7 @@ def test_the_agent_cannot_turn_its_failure_into_an_infra_error(task: Task, prelu
 
 
 def test_a_diff_over_the_cap_is_the_agents_failure(task: Task, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr("ac_env.grading.MAX_PATCH_BYTES", 100)
+    monkeypatch.setattr("ac_env.grading.grader.MAX_PATCH_BYTES", 100)
     result = grade_local(task, task.patch)
     assert (
         result.reward == 0.0 and result.infra_error is None and "over the grader" in result.reason

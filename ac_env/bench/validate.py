@@ -19,7 +19,7 @@ from ac_env.bench.config import BenchConfig
 from ac_env.bench.episode_policy import run_timing_policy
 from ac_env.config import parse_config
 from ac_env.cost import make_pricing
-from ac_env.grading_runner import RunnerCommandError, parse_test_command
+from ac_env.grading.runner import RunnerCommandError, parse_test_command
 from ac_env.sandbox import make_sandbox_factory
 from ac_env.sandbox.base import SandboxError
 from ac_env.tasks import Task

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ac_env.grading_patch import looks_like_test
+from ac_env.grading.patch_filter import looks_like_test
 
 SKIPPED_DIRS = frozenset({".git", "docs", "doc", "examples", "benchmarks", "scripts", "tools"})
 SKIPPED_FILES = frozenset({"setup.py", "conftest.py", "noxfile.py", "fabfile.py"})

@@ -30,7 +30,7 @@ appear). An effect over ``MAX_EFFECT_BYTES`` is not stored.
 
 ``diff`` is replayed too, keyed by the repo's manifest: the diff is a function of the repo's
 files and the task's base commit. (The env replays final grades by task and patch:
-``ac_env.grading_cache``.)
+``ac_env.grading.cache``.)
 
 The store is a directory of JSON files (one per key, written atomically), so several processes
 can share it. ``hits`` and ``misses`` count this sandbox's command lookups. Only ``LocalSandbox``

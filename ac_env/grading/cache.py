@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from ac_env.grading import GradeResult, grade
+from ac_env.grading.grader import GradeResult, grade
 from ac_env.sandbox.base import Sandbox
 from ac_env.sandbox.command_cache import read_record, write_record
 from ac_env.tasks.model import Task

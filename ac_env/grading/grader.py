@@ -2,7 +2,7 @@
 
 ``grade`` works in a fresh sandbox started from the task's snapshot:
 
-1. only the product-source part of the policy's diff is applied (``grading_patch``): test
+1. only the product-source part of the policy's diff is applied (``patch_filter``): test
    files, scratch files and binaries are left out (``ignored``); pytest configuration,
    ``conftest.py``, start-up hooks, bytecode and symbolic links are left out as tampering;
    a diff over ``MAX_PATCH_BYTES`` or one that does not apply is the policy's fault,
@@ -11,7 +11,7 @@
 3. FAIL_TO_PASS + PASS_TO_PASS run under a timeout through the trusted runner, in the order
    of ``task.test_order`` where the task gives one (the suite's own order: tests of a mined
    task may depend on it), else FAIL_TO_PASS first
-   (``grading_runner``, ``grading_boot``): the task's pytest command in isolated Python with
+   (``runner``, ``boot``): the task's pytest command in isolated Python with
    pytest imported before the repository is on ``sys.path``, no bytecode read from the tree,
    and a plugin that records each test's outcome from the test function actually called and
    checks that pytest's machinery was left alone. Outcomes come from the runner's report (a
@@ -37,8 +37,8 @@ from pathlib import PurePosixPath
 
 from pydantic import BaseModel, ConfigDict
 
-from ac_env.grading_patch import filter_patch, graded_test_files, looks_like_test
-from ac_env.grading_runner import RunnerCommandError, RunnerReport, run_tests
+from ac_env.grading.patch_filter import filter_patch, graded_test_files, looks_like_test
+from ac_env.grading.runner import RunnerCommandError, RunnerReport, run_tests
 from ac_env.sandbox.base import Sandbox, SandboxError
 from ac_env.sandbox.output import cap_text
 from ac_env.tasks.model import Task

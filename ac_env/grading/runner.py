@@ -1,8 +1,8 @@
-"""Run the graded tests through the trusted runner (``grading_boot.py``) and read its report.
+"""Run the graded tests through the trusted runner (``boot.py``) and read its report.
 
 The task's ``test_command`` must be a pytest invocation (``[VAR=value ...] python -m pytest
 ARGS`` or ``pytest ARGS``): its environment assignments and arguments are kept, and the
-interpreter runs ``grading_boot.py`` in isolated mode (``-I -B``) instead of ``-m pytest``.
+interpreter runs ``boot.py`` in isolated mode (``-I -B``) instead of ``-m pytest``.
 The runner's report is the line that carries a fresh random nonce; the log around it is
 kept for people, never read for outcomes.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 from ac_env.sandbox.base import ExecResult, Sandbox
 from ac_env.tasks.model import Task
 
-BOOT_SOURCE = Path(__file__).with_name("grading_boot.py")
+BOOT_SOURCE = Path(__file__).with_name("boot.py")
 RUNNER_DIR = ".git/autocompact-grader"
 """Where the runner and its job file are written in the grading sandbox (a patch can never
 write under ``.git``)."""

@@ -1,5 +1,5 @@
 """The grader's trusted test runner. Copied into the grading sandbox and run there as
-``python -I -B grading_boot.py JOB`` (stdlib and pytest only; not imported by ``ac_env``).
+``python -I -B boot.py JOB`` (stdlib and pytest only; not imported by ``ac_env``).
 
 Before any code of the repository runs it reads and deletes its job file (a nonce, pytest's
 arguments, the allowed conftest files and the test files to watch), keeps a duplicate of
