@@ -11,6 +11,7 @@ import pytest
 from ac_env.sandbox.base import ExecResult, SandboxError
 from ac_env.sandbox.command_cache import CachingSandbox
 from ac_env.sandbox.local import LocalSandbox
+from ac_env.sandbox.signed_records import write_record
 from ac_env.tasks.model import Task
 from tests.sandbox_task import make_task
 
@@ -60,9 +61,9 @@ def test_a_replayed_edit_is_checked_against_the_recorded_files(tmp_path: Path) -
     edit = "sed -i 's/a - b/a + b/' calc/ops.py"
     episode(task, tmp_path / "store", ran, [edit])
     (record,) = (tmp_path / "store").glob("*.json")
-    stored = json.loads(record.read_text())
-    stored["after"] = "0" * 64  # files that the effect cannot give
-    record.write_text(json.dumps(stored))
+    stored = json.loads(record.read_text())["body"]
+    stored["after"] = "0" * 64  # files that the effect cannot give, signed by the trusted side
+    write_record(record, stored)
     with pytest.raises(SandboxError, match="did not give the recorded files"):
         episode(task, tmp_path / "store", ran, [edit])
 

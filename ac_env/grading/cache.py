@@ -1,13 +1,17 @@
 """Grades replayed by (task, patch): the final grading of an episode is a pure function of the
-task (its tests and base commit, fixed by its id) and the patch, so with a command cache
-(``command_cache``) a patch graded once is not graded again. Infrastructure errors and runs
-that timed out are never stored (they depend on the machine, not on the patch). A patch whose
-tests pass only sometimes (randomness, the clock) keeps the outcome of its first grading: the
-cache is for deterministic workers (the timing env's reference agent), not for a policy that
-writes its own patches and could retry one until it passes once."""
+grader, the task (its tests and base commit) and the patch, so with a command cache
+(``command_cache``) a patch graded once is not graded again. The key holds a fingerprint of
+the grader's own source (a record from another grader version is never replayed) and of the
+whole task record; records are signed (``ac_env.sandbox.signed_records``), so a grade planted
+in the cache directory, by an agent or by anyone else, is ignored. Infrastructure errors and
+runs that timed out are never stored (they depend on the machine, not on the patch). A patch
+whose tests pass only sometimes (randomness, the clock) keeps the outcome of its first grading:
+the cache is for deterministic workers (the timing env's reference agent), not for a policy
+that writes its own patches and could retry one until it passes once."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable
@@ -15,16 +19,30 @@ from pathlib import Path
 
 from ac_env.grading.grader import GradeResult, grade
 from ac_env.sandbox.base import Sandbox
-from ac_env.sandbox.command_cache import read_record, write_record
+from ac_env.sandbox.signed_records import read_record, record_path, write_record
 from ac_env.tasks.model import Task
+
+FORMAT = 2
+
+
+@functools.cache
+def grader_fingerprint() -> str:
+    """The SHA-256 of the grading package's source files and the pytest-log parser."""
+    package = Path(__file__).parent
+    sources = [*sorted(package.glob("*.py")), package.parent / "test_log.py"]
+    digest = hashlib.sha256()
+    for source in sources:
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    return digest.hexdigest()
 
 
 def grade_cached(
     task: Task, patch: str, make_sandbox: Callable[[], Sandbox], timeout_s: float, directory: str
 ) -> GradeResult:
     """``grade(task, patch, make_sandbox(), timeout_s)``, replayed from ``directory/grades``."""
-    key = json.dumps([task.instance_id, patch, timeout_s])
-    path = Path(directory) / "grades" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
+    task_digest = hashlib.sha256(task.model_dump_json().encode()).hexdigest()
+    key = json.dumps([FORMAT, grader_fingerprint(), task_digest, patch, timeout_s])
+    path = record_path(Path(directory) / "grades", key)
     record = read_record(path, key)
     if record is not None:
         try:
@@ -33,6 +51,5 @@ def grade_cached(
             pass
     result = grade(task, patch, make_sandbox(), timeout_s)
     if result.infra_error is None and not result.timed_out:
-        path.parent.mkdir(parents=True, exist_ok=True)
         write_record(path, {"key": key, "grade": result.model_dump(mode="json")})
     return result

@@ -14,6 +14,7 @@ so ``git reset --hard && git clean -fdx`` restores it.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -178,7 +179,19 @@ def unpack(archive: Path, target: Path) -> None:
         entries = list(Path(scratch).iterdir())
         if len(entries) != 1 or not entries[0].is_dir():
             raise SourceError(f"{archive.name} does not hold one top-level directory")
+        _drop_git_directories(entries[0])
         entries[0].rename(target)
+
+
+def _drop_git_directories(root: Path) -> None:
+    """Remove every ``.git`` an sdist carries: the host runs git in the unpacked tree, and a
+    ``.git/config`` of the archive's (``core.fsmonitor``, hooks) would be the host's to obey."""
+    for directory, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            if name == ".git":
+                path = Path(directory, name)
+                shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+        dirs[:] = [name for name in dirs if name != ".git"]
 
 
 def git(repo: Path, *args: str) -> str:

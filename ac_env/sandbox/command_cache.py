@@ -2,9 +2,10 @@
 
 ``CachingSandbox`` wraps a ``LocalSandbox``. Before each ``exec`` it takes a manifest of
 everything a command can see that an episode can change: every entry of the workspace (the
-repo with its untracked and ignored files and its ``.git``) and of the sandbox's ``/tmp``, each
-with its kind, executable bit and content hash. The key is (task id, the manifest's hash, the
-exact command, its timeout and output limit).
+repo with its untracked and ignored files and its whole ``.git``, objects included) and of the
+sandbox's ``/tmp``, each with its kind, executable bit and content hash. The key is (the
+record format, the task, the sandbox's settings, the manifest's hash, the exact command, its
+timeout and output limit).
 
 - On a miss the command runs for real. Unless it timed out, its ``ExecResult`` is stored with
   the manifest's hash after the run and the run's effect on the files: the entries it created
@@ -21,12 +22,14 @@ recorded ones), and a non-deterministic program (random numbers, the clock), for
 returns the recorded sample of the same distribution. A command that timed out is never stored
 (its outcome depends on the machine's speed).
 
-What the manifest abstracts, and why: the stat data in ``.git/index`` (its entries count, as
-``git ls-files --stage`` lists them; git re-reads a file whose stat data differ), git objects
-(content-addressed: their names stand for their contents), and file times and owners. Nothing
-else is left out: bytecode and pytest caches count like any file (the sandbox sets
-``PYTHONDONTWRITEBYTECODE``, and the reference agent runs pytest without its cache, so they rarely
-appear). An effect over ``MAX_EFFECT_BYTES`` is not stored.
+The workspace is the agent's, so the host only ever reads it as bytes: the manifest is taken in
+Python with ``os.lstat`` and bounded reads of regular files (``host_files``); git's index is
+read by ``git_index`` (its stat data left out: git re-reads a file whose stat data differ);
+no program runs on the workspace outside the sandbox. A workspace holding a fifo, socket or
+device, or more than ``MAX_MANIFEST_BYTES`` of files, is not cached (``Uncacheable``): its
+commands run for real and nothing is stored (``bypassed`` counts them). Records are signed
+(``signed_records``): one that this machine's trusted side did not write is never replayed.
+An effect over ``MAX_EFFECT_BYTES`` is not stored.
 
 ``diff`` is replayed too, keyed by the repo's manifest: the diff is a function of the repo's
 files and the task's base commit. (The env replays final grades by task and patch:
@@ -45,68 +48,77 @@ import json
 import os
 import shutil
 import stat
-import subprocess
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from ac_env.sandbox.base import ExecResult, SandboxError
+from ac_env.sandbox.git_index import index_digest
+from ac_env.sandbox.host_files import UnsafeFileError, read_regular, write_regular
 from ac_env.sandbox.local import LocalSandbox
+from ac_env.sandbox.signed_records import read_record, record_path, write_record
 from ac_env.tasks.model import Task
 
+FORMAT = 2
+"""The record format: records of another format are never replayed."""
 MAX_EFFECT_BYTES = 4 * 1024 * 1024
+MAX_MANIFEST_BYTES = 512 * 1024 * 1024
+"""The most file content one manifest hashes; past it the state is not cached."""
+_CHUNK = 1 << 20
 
 Manifest = dict[str, tuple[str, str]]
 """``"repo/<path>"`` or ``"tmp/<path>"`` -> (kind: ``dir``/``file``/``exec``/``link``, the
-content's SHA-256, a link's target, or '' for a directory and a git object)."""
+content's SHA-256, a link's target, or '' for a directory)."""
 
 
-def manifest(roots: dict[str, Path]) -> Manifest:
+class Uncacheable(Exception):
+    """A workspace state the cache does not replay (a special file, too much content)."""
+
+
+def manifest(roots: dict[str, Path], max_bytes: int = MAX_MANIFEST_BYTES) -> Manifest:
     """Every entry under each root (see the module docstring)."""
     entries: Manifest = {}
+    budget = [max_bytes]
     for label, root in roots.items():
-        for directory, dirs, files in os.walk(root):
-            here = Path(directory)
-            relative = here.relative_to(root)
-            for name in dirs:
-                entries[f"{label}/{relative / name}"] = ("dir", "")
-            for name in files:
-                entries[f"{label}/{relative / name}"] = _file_entry(here / name, relative)
-    if "repo" in roots and (roots["repo"] / ".git" / "index").is_file():
-        entries["repo/.git/index"] = ("file", _index_digest(roots["repo"]))
+        pending = [Path()]  # a stack, not recursion: the agent decides how deep trees go
+        while pending:
+            relative = pending.pop()
+            try:
+                with os.scandir(root / relative) as listing:
+                    children = [(c.name, c.stat(follow_symlinks=False)) for c in listing]
+            except OSError as error:
+                raise Uncacheable(f"cannot list {label}/{relative}: {error.strerror}") from None
+            for child, info in children:
+                path = relative / child
+                name = f"{label}/{path}"
+                if stat.S_ISDIR(info.st_mode):
+                    entries[name] = ("dir", "")
+                    pending.append(path)
+                elif stat.S_ISLNK(info.st_mode):
+                    entries[name] = ("link", os.readlink(root / path))
+                elif stat.S_ISREG(info.st_mode):
+                    kind = "exec" if info.st_mode & stat.S_IXUSR else "file"
+                    index = label == "repo" and path == Path(".git", "index")
+                    digest = _content_digest(root / path, info.st_size, budget, index)
+                    entries[name] = (kind, digest)
+                else:
+                    raise Uncacheable(f"{name} is a special file (fifo, socket or device)")
     return entries
+
+
+def _content_digest(path: Path, size: int, budget: list[int], is_index: bool) -> str:
+    if size > budget[0]:
+        raise Uncacheable(f"the workspace holds more than {MAX_MANIFEST_BYTES} bytes of files")
+    try:
+        data = read_regular(path, budget[0])
+    except OSError as error:
+        raise Uncacheable(f"cannot read {path.name}: {error}") from None
+    budget[0] -= len(data)
+    return index_digest(data) if is_index else hashlib.sha256(data).hexdigest()
 
 
 def fingerprint(entries: Manifest) -> str:
     return hashlib.sha256(json.dumps(sorted(entries.items())).encode()).hexdigest()
-
-
-def _file_entry(path: Path, relative: Path) -> tuple[str, str]:
-    info = path.lstat()
-    if stat.S_ISLNK(info.st_mode):
-        return "link", os.readlink(path)
-    if relative.parts[:2] == (".git", "objects"):
-        return "file", ""
-    kind = "exec" if info.st_mode & stat.S_IXUSR else "file"
-    return kind, hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _index_digest(repo: Path) -> str:
-    listing = subprocess.run(
-        ["git", "-c", "safe.directory=*", "ls-files", "--stage", "-z"],
-        cwd=repo,
-        env={
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": "/dev/null",
-            "GIT_DIR": str(repo / ".git"),
-        },
-        capture_output=True,
-        check=False,
-        timeout=60,
-    )
-    return hashlib.sha256(listing.stdout + str(listing.returncode).encode()).hexdigest()
 
 
 class CachingSandbox:
@@ -120,26 +132,39 @@ class CachingSandbox:
         self.task_id = ""
         self.hits = 0
         self.misses = 0
+        self.bypassed = 0
 
     def start(self, task: Task) -> None:
         self.inner.start(task)
         self.task_id = task.instance_id
 
+    def _key(self, *parts: object) -> str:
+        return json.dumps([FORMAT, self.task_id, self.inner.profile, *parts])
+
     def exec(self, command: str, timeout_s: float, output_limit: int) -> ExecResult:
-        before = self.manifest()
-        key = json.dumps([self.task_id, fingerprint(before), command, timeout_s, output_limit])
-        path = self.directory / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
+        try:
+            before = self.manifest()
+        except Uncacheable:
+            self.bypassed += 1
+            return self.inner.exec(command, timeout_s, output_limit)
+        key = self._key(fingerprint(before), command, timeout_s, output_limit)
+        path = record_path(self.directory, key)
         record = read_record(path, key)
         if record is not None:
             self.hits += 1
             return self._replay(record)
         self.misses += 1
         result = self.inner.exec(command, timeout_s, output_limit)
-        if not result.timed_out:
+        if result.timed_out:
+            return result
+        try:
             after = self.manifest()
-            effect = self._effect(before, after)
-            if effect is not None:
-                _store(path, key, result, fingerprint(after), effect)
+        except Uncacheable:
+            return result
+        effect = self._effect(before, after)
+        if effect is not None:
+            body = {"key": key, "result": asdict(result), "after": fingerprint(after)}
+            write_record(path, {**body, "effect": effect})
         return result
 
     def manifest(self) -> Manifest:
@@ -147,8 +172,18 @@ class CachingSandbox:
         return manifest({"repo": self.inner.workspace, "tmp": self.inner.tmp_dir})
 
     def _host(self, entry: str) -> Path:
+        """The host path of a manifest entry, every parent checked to be a real directory
+        (never a symlink) inside its root."""
         label, _, relative = entry.partition("/")
-        return (self.inner.workspace if label == "repo" else self.inner.tmp_dir) / relative
+        root = self.inner.workspace if label == "repo" else self.inner.tmp_dir
+        parts = Path(relative).parts
+        if not parts or ".." in parts or Path(relative).is_absolute():
+            raise SandboxError(f"command cache: a record names {entry!r}")
+        for depth in range(1, len(parts)):
+            parent = root.joinpath(*parts[:depth])
+            if not stat.S_ISDIR(os.lstat(parent).st_mode):
+                raise SandboxError(f"command cache: {entry!r} lies below a non-directory")
+        return root.joinpath(*parts)
 
     def _effect(self, before: Manifest, after: Manifest) -> dict[str, Any] | None:
         """What the run did to the files, with the new contents; None when too large."""
@@ -157,40 +192,39 @@ class CachingSandbox:
         for entry, (kind, digest) in sorted(after.items()):
             if before.get(entry) == (kind, digest):
                 continue
-            if kind == "dir":
-                written[entry] = [kind, ""]
-            elif kind == "link":
+            if kind in ("dir", "link"):
                 written[entry] = [kind, digest]
-            else:
-                data = self._host(entry).read_bytes()
-                size += len(data)
-                written[entry] = [kind, base64.b64encode(data).decode()]
-        if size > MAX_EFFECT_BYTES:
-            return None
+                continue
+            try:
+                data = read_regular(self._host(entry), MAX_EFFECT_BYTES - size)
+            except UnsafeFileError:
+                return None
+            size += len(data)
+            written[entry] = [kind, base64.b64encode(data).decode()]
         removed = sorted(set(before) - set(after), reverse=True)
         return {"written": written, "removed": removed}
 
     def _replay(self, record: dict[str, Any]) -> ExecResult:
         owner = self.inner.workspace.stat()
         for entry in record["effect"]["removed"]:  # deepest first
-            path = self._host(entry)
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink(missing_ok=True)
+            _remove(self._host(entry))
         for entry, (kind, value) in record["effect"]["written"].items():  # parents first
             path = self._host(entry)
-            if path.is_symlink() or (path.exists() and kind != "dir" and path.is_dir()):
+            if os.path.lexists(path) and (kind != "dir" or path.is_symlink() or not path.is_dir()):
                 _remove(path)
             if kind == "dir":
                 path.mkdir(exist_ok=True)
             elif kind == "link":
                 path.symlink_to(value)
             else:
-                path.write_bytes(base64.b64decode(value))
-                path.chmod(0o755 if kind == "exec" else 0o644)
+                write_regular(path, base64.b64decode(value), 0o755 if kind == "exec" else 0o644)
+                os.chmod(path, 0o755 if kind == "exec" else 0o644, follow_symlinks=False)
             os.lchown(path, owner.st_uid, owner.st_gid)
-        if fingerprint(self.manifest()) != record["after"]:
+        try:
+            replayed = fingerprint(self.manifest())
+        except Uncacheable:
+            replayed = ""
+        if replayed != record["after"]:
             raise SandboxError("command cache: a replayed effect did not give the recorded files")
         return ExecResult(**record["result"])
 
@@ -203,14 +237,16 @@ class CachingSandbox:
     def diff(self) -> str:
         """The inner sandbox's diff, replayed by the repo's manifest (the diff is a
         function of the repo's files and the task's base commit only)."""
-        repo = manifest({"repo": self.inner.workspace})
-        key = json.dumps([self.task_id, fingerprint(repo)])
-        path = self.directory / "diffs" / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
+        try:
+            repo = manifest({"repo": self.inner.workspace})
+        except Uncacheable:
+            return self.inner.diff()
+        key = self._key("diff", fingerprint(repo))
+        path = record_path(self.directory / "diffs", key)
         record = read_record(path, key)
         if record is not None:
             return str(record["diff"])
         diff = self.inner.diff()
-        path.parent.mkdir(exist_ok=True)
         write_record(path, {"key": key, "diff": diff})
         return diff
 
@@ -228,27 +264,4 @@ def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
     else:
-        path.unlink()
-
-
-def read_record(path: Path, key: str) -> dict[str, Any] | None:
-    """The JSON record stored at ``path`` for ``key``; None when absent, unreadable or another
-    key's (a hash collision)."""
-    try:
-        record: dict[str, Any] = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return record if record.get("key") == key else None  # a collision is never replayed
-
-
-def _store(path: Path, key: str, result: ExecResult, after: str, effect: dict[str, Any]) -> None:
-    write_record(path, {"key": key, "result": asdict(result), "after": after, "effect": effect})
-
-
-def write_record(path: Path, record: dict[str, Any]) -> None:
-    """Write ``record`` as JSON at ``path`` atomically (staged beside it, then renamed), so
-    processes sharing a cache never read half a record."""
-    fd, staging = tempfile.mkstemp(dir=path.parent, prefix=".staging-")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(record, handle)
-    os.replace(staging, path)
+        path.unlink(missing_ok=True)

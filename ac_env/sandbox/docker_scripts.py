@@ -3,6 +3,8 @@ which holds no capability). Values reach them as environment variables, never sp
 
 from __future__ import annotations
 
+from ac_env.sandbox.workspace_diff import DIFF_SCRIPT
+
 BASE_PARENT = "/opt/autocompact"
 BASE_GIT = f"{BASE_PARENT}/base.git"
 """The base commit's objects: written once at start, owned by nobody and read-only, so that a
@@ -90,17 +92,12 @@ export GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1 HOME="$tmp" XDG_CONFIG_
 """git's index and new objects go to a scratch directory outside /tmp (which a command may
 have filled to its quota), under the sandbox's own ``BASE_PARENT`` prefix."""
 
-DIFF = f"""set -eu
-{_ISOLATED_GIT_ENV}
-cd "$WORKDIR"
-{_GIT} read-tree "$BASE"
-{_GIT} add -A
-{_GIT} diff --cached --binary --full-index --no-color --no-ext-diff --no-textconv --no-renames \\
-  "$BASE"
-"""
-"""The workspace against the base commit, untracked files included, computed against
-BASE_GIT with a throw-away index and object directory: whatever a command did to the
-workspace's .git, the diff is against the base."""
+DIFF = f"""cd "$WORKDIR"
+SCRATCH=$(mktemp -d {BASE_PARENT}-git.XXXXXX)
+export SCRATCH GIT_DIR="$BASE_GIT" OUT=
+{DIFF_SCRIPT}"""
+"""The workspace against the base commit (``workspace_diff``), with a scratch directory outside
+/tmp (which a command may have filled to its quota), under the sandbox's own prefix."""
 
 RESET = f"""set -eu
 kill -KILL -1 2>/dev/null || true

@@ -50,6 +50,7 @@ from ac_env.sandbox.archive_check import PARTS, check_archive
 from ac_env.sandbox.base import ExecResult, SandboxError, WorkspaceError
 from ac_env.sandbox.bwrap import SYSTEM_DIRS, Bind, bwrap_argv, prepare_etc
 from ac_env.sandbox.commands import command_rejection
+from ac_env.sandbox.host_files import UnsafeFileError, read_regular, write_regular
 from ac_env.sandbox.process import RunAs, run_bounded
 from ac_env.sandbox.quota import (
     DEFAULT_DISK_QUOTA_MB,
@@ -62,6 +63,7 @@ from ac_env.sandbox.quota import (
     unmount,
 )
 from ac_env.sandbox.workspace_archive import extract_parts, pack_directories
+from ac_env.sandbox.workspace_diff import DIFF_SCRIPT
 from ac_env.tasks.model import Task
 
 Isolation = Literal["bwrap", "none"]
@@ -73,6 +75,7 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MAX_DIFF_BYTES = 64 * 1024 * 1024
 _GIT_TIMEOUT_S = 120.0
 _DIFF_FILE = "workspace.patch"
+_DIFF_SCRATCH = "diff-scratch"
 _GIT_OUTPUT_LIMIT = 64 * 1024
 _RESERVED_WORKDIRS = ("/", "/proc", "/dev", "/tmp", "/etc", SANDBOX_DIR, *SYSTEM_DIRS)
 _STARTED = "started"
@@ -250,6 +253,21 @@ class LocalSandbox:
         return self._started().root / "tmp"
 
     @property
+    def profile(self) -> str:
+        """The settings that can change what a command does or prints (a command cache keys
+        on them)."""
+        return repr(
+            (
+                self.isolation,
+                self._python,
+                self._memory_limit_mb,
+                self._max_processes,
+                self._max_file_size_mb,
+                self._disk_quota_mb,
+            )
+        )
+
+    @property
     def quota_enforced(self) -> bool:
         """Whether the workspace and /tmp of the started sandbox sit on the quota's tmpfs."""
         return self._started().quota_mb is not None
@@ -291,41 +309,48 @@ class LocalSandbox:
         ``.encode("utf-8", "surrogateescape")`` to get its exact bytes back.
 
         git runs inside the sandbox (never on the host: the workspace is the agent's) against
-        base.git, with no configuration from the workspace or the agent's $HOME."""
+        base.git, with no configuration and no attributes from the workspace
+        (``workspace_diff``)."""
         workspace = self._started()
+        host_git = workspace.private / "base.git"
+        scratch, patch_file = host_git / _DIFF_SCRATCH, host_git / _DIFF_FILE
+        if scratch.exists():
+            _remove_tree(scratch)
+        patch_file.unlink(missing_ok=True)
+        scratch.mkdir()
+        if self._run_as is not None:
+            os.lchown(scratch, self._run_as.uid, self._run_as.gid)
         if self.isolation == "bwrap":
             base_git = f"{SANDBOX_DIR}/base.git"
-            binds = [Bind(str(workspace.private / "base.git"), base_git, writable=True)]
+            binds = [Bind(str(host_git), base_git, writable=True)]
         else:
-            base_git, binds = str(workspace.private / "base.git"), []
-        git_env = {
+            base_git, binds = str(host_git), []
+        env = {
+            "BASE": workspace.base_commit,
             "GIT_DIR": base_git,
-            "GIT_WORK_TREE": workspace.workdir,
-            "GIT_CONFIG_GLOBAL": "/dev/null",
-            "HOME": base_git,
-            "XDG_CONFIG_HOME": base_git,
+            "SCRATCH": f"{base_git}/{_DIFF_SCRATCH}",
+            "OUT": f"{base_git}/{_DIFF_FILE}",
         }
-        base = workspace.base_commit
-        script = (
-            f"git read-tree {base} && git add -A && git diff --cached --binary --full-index"
-            f" --no-color --no-ext-diff --no-textconv --no-renames"
-            f" --output={base_git}/{_DIFF_FILE} {base}"
-        )
         result = self._run(
             workspace,
-            script,
+            DIFF_SCRIPT,
             _GIT_TIMEOUT_S,
             _GIT_OUTPUT_LIMIT,
             extra_binds=binds,
-            extra_env=git_env,
+            extra_env=env,
         )
-        if result.exit_code != 0:
-            raise WorkspaceError(f"git diff of the workspace failed: {result.output.strip()}")
-        patch = workspace.private / "base.git" / _DIFF_FILE
-        size = patch.stat().st_size
-        if size > MAX_DIFF_BYTES:
-            raise WorkspaceError(f"workspace diff is {size} bytes, over {MAX_DIFF_BYTES}")
-        return patch.read_bytes().decode("utf-8", errors="surrogateescape")
+        if result.exit_code != 0 or result.timed_out:
+            what = "timed out" if result.timed_out else "failed"
+            raise WorkspaceError(f"git diff of the workspace {what}: {result.output.strip()}")
+        try:
+            patch = read_regular(patch_file, MAX_DIFF_BYTES)
+        except UnsafeFileError as error:
+            raise WorkspaceError(f"workspace diff: {error}") from None
+        finally:
+            if scratch.exists():
+                _remove_tree(scratch)
+            patch_file.unlink(missing_ok=True)
+        return patch.decode("utf-8", errors="surrogateescape")
 
     def _run(
         self,
@@ -416,8 +441,10 @@ class LocalSandbox:
     # -- files -------------------------------------------------------------------------------
 
     def read_file(self, path: str) -> bytes:
-        """Bytes of a file in the repo (``path`` relative to it, or absolute under ``workdir``)."""
-        return self._host_path(path).read_bytes()
+        """Bytes of a regular file in the repo (``path`` relative to it, or absolute under
+        ``workdir``), at most ``MAX_FILE_BYTES``; a fifo, device or socket is refused
+        (``UnsafeFileError``), never opened for a blocking read."""
+        return read_regular(self._host_path(path))
 
     def write_file(self, path: str, data: bytes) -> None:
         """Write a file in the repo, creating its directories; commands may change it later."""
@@ -425,7 +452,7 @@ class LocalSandbox:
         target = self._host_path(path)
         missing = [p for p in (target, *target.parents) if not p.exists()]
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
+        write_regular(target, data)
         if self._run_as is not None:
             for created in missing:
                 if created == workspace.repo or workspace.repo in created.parents:
