@@ -407,6 +407,8 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         info["reward_detail"] = dict(result.tests)
         if result.tampered:
             info["reward_detail"]["tampered"] = result.tampered
+        if result.flags:
+            info["reward_detail"]["flags"] = list(result.flags)
         info["infra_error"] = result.infra_error
         info["submitted"] = exit_reason == "submitted"
         return (math.nan if result.reward is None else result.reward), info

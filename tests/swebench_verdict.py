@@ -25,18 +25,23 @@ def grading_run_log(task: Task, result: GradeResult) -> tuple[str, int]:
     return output, int(tail.split("]", 1)[0])
 
 
-def swebench_log(task: Task, result: GradeResult) -> str:
-    """The log SWE-bench's eval script would have written for the same run."""
-    output, exit_code = grading_run_log(task, result)
+def swebench_log(output: str, exit_code: int, timed_out: bool) -> str:
+    """The log SWE-bench's eval script would have written for a run of the test command."""
     lines = [constants.START_TEST_OUTPUT, output, constants.END_TEST_OUTPUT]
     lines.append(f"{constants.TEST_EXIT_CODE}: {exit_code}")
-    if result.timed_out:
+    if timed_out:
         lines.append(constants.TESTS_TIMEOUT)
     return "\n".join(lines) + "\n"
 
 
 def swebench_resolved(task: Task, result: GradeResult, scratch: Path) -> bool:
-    """True when SWE-bench grades the run RESOLVED_FULL."""
+    """True when SWE-bench grades our grading run RESOLVED_FULL."""
+    output, exit_code = grading_run_log(task, result)
+    return swebench_resolves(task, swebench_log(output, exit_code, result.timed_out), scratch)
+
+
+def swebench_resolves(task: Task, log: str, scratch: Path) -> bool:
+    """True when SWE-bench grades ``log`` (its eval script's log) RESOLVED_FULL."""
     spec = swebench_types.TestSpec(
         instance_id=task.instance_id,
         image="none",
@@ -49,7 +54,7 @@ def swebench_resolved(task: Task, result: GradeResult, scratch: Path) -> bool:
         eval_type=constants.EvalType.PASS_AND_FAIL.value,
     )
     log_path = scratch / f"{task.instance_id}-eval.log"
-    log_path.write_text(swebench_log(task, result))
+    log_path.write_text(log)
     status_map, found = swebench_grading.get_logs_eval(spec, str(log_path))
     if not found:
         return False

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+from reward_hacks import EPISODE_CHEATS, EpisodeCheat
 from sandbox_task import git
 
 import ac_env  # noqa: F401  (registers the env ids)
@@ -28,93 +29,6 @@ from ac_env.sandbox.host_files import UnsafeFileError, read_regular, write_regul
 from ac_env.sandbox.local import LocalSandbox
 from ac_env.sandbox.signed_records import record_path
 from ac_env.tasks import load_tasks
-
-HOOKS = (
-    "pre-commit",
-    "post-commit",
-    "post-checkout",
-    "post-index-change",
-    "reference-transaction",
-    "fsmonitor-watchman",
-    "pre-auto-gc",
-)
-
-
-def hostile_git(marker: Path) -> str:
-    """A bash command that fills the workspace's .git with every setting, hook and attribute
-    that could make git run a program or change what it prints; each program touches a file
-    in ``marker`` (a host directory no sandbox can see)."""
-
-    def run(name: str) -> str:
-        return f"touch {marker}/{name}"
-
-    config = f"""[core]
-\tfsmonitor = "{run("fsmonitor")}; false"
-\thooksPath = .git/evil-hooks
-\tpager = {run("pager")}
-\teditor = {run("editor")}
-\tsshCommand = {run("ssh")}
-\taskPass = {run("askpass")}
-\tgitProxy = {run("proxy")}
-\tattributesFile = .git/evil-attributes
-\texcludesFile = .git/evil-excludes
-\tquotePath = false
-\tautocrlf = true
-\tsafecrlf = false
-\tbigFileThreshold = 1
-\tuntrackedCache = true
-\tsplitIndex = true
-[diff]
-\texternal = {run("external")}
-\tnoprefix = true
-\tmnemonicPrefix = true
-\trenames = copies
-[diff "evil"]
-\tcommand = {run("diff-command")}
-\ttextconv = {run("textconv")}
-\tbinary = true
-[filter "evil"]
-\tclean = {run("clean")}
-\tsmudge = {run("smudge")}
-\tprocess = {run("process")}
-\trequired = true
-[merge "evil"]
-\tdriver = {run("merge")}
-[credential]
-\thelper = !{run("credential")}
-[gpg]
-\tprogram = {run("gpg")}
-[sequence]
-\teditor = {run("sequence")}
-[uploadpack]
-\tpackObjectsHook = {run("pack-hook")}
-[color]
-\tui = always
-[include]
-\tpath = evil.inc
-"""
-    include = f"[core]\n\tfsmonitor = {run('included-fsmonitor')}\n"
-    attributes = (
-        "* filter=evil diff=evil merge=evil ident\n"
-        "*.py binary working-tree-encoding=UTF-16 eol=crlf\n"
-        "[attr]hide -diff -text\n"
-        "*.py hide\n"
-    )
-    hooks = "".join(
-        f"printf '#!/bin/sh\\n{run(hook)}\\n' > .git/evil-hooks/{hook}\n"
-        f"cp .git/evil-hooks/{hook} .git/hooks/{hook}\n"
-        f"chmod +x .git/evil-hooks/{hook} .git/hooks/{hook}\n"
-        for hook in HOOKS
-    )
-    return (
-        "mkdir -p .git/evil-hooks .git/hooks\n"
-        f"cat > .git/config <<'EOF'\n{config}EOF\n"
-        f"cat > .git/evil.inc <<'EOF'\n{include}EOF\n"
-        f"cat > .gitattributes <<'EOF'\n{attributes}EOF\n"
-        "cp .gitattributes .git/evil-attributes\ncp .gitattributes .git/info/attributes\n"
-        f"{hooks}"
-        "git status; git add -A; git commit -qm agent; git diff HEAD~1 | head -3; true\n"
-    )
 
 
 def bash(command: str) -> str:
@@ -130,11 +44,12 @@ def docker_or_skip() -> None:
         pytest.skip(str(error))
 
 
+@pytest.mark.parametrize("cheat", EPISODE_CHEATS, ids=lambda cheat: cheat.name)
 @pytest.mark.parametrize(
     ("sandbox", "cache"), [("local", False), ("local", True), ("docker", False)]
 )
-def test_a_hostile_git_directory_runs_nothing_on_the_host_and_the_fix_still_counts(
-    sandbox: str, cache: bool, tiny_task_file: Path, tmp_path: Path
+def test_episode_cheats_run_nothing_on_the_host_and_earn_nothing(
+    cheat: EpisodeCheat, sandbox: str, cache: bool, tiny_task_file: Path, tmp_path: Path
 ) -> None:
     if sandbox == "docker":
         docker_or_skip()
@@ -151,15 +66,21 @@ def test_a_hostile_git_directory_runs_nothing_on_the_host_and_the_fix_still_coun
         max_steps=10,
         **options,
     )
+    episodes = cheat.episodes(marker)
+    if cache and len(episodes) == 1:
+        episodes = episodes * 2  # the second episode replays the first
     try:
-        for _ in range(2 if cache else 1):  # with the cache, the second episode replays
+        for commands in episodes:
             env.reset(options={"task_id": "tiny-calc-1"})
-            env.step(bash(hostile_git(marker)))
-            env.step(bash("sed -i 's/a - b/a + b/' calc/ops.py && cat calc/ops.py"))
-            env.step(bash("git status --short; git diff | cat; ls -la"))
+            for command in commands:
+                observation, *_ = env.step(bash(command))
+            last = observation[-1]["content"]
             _, reward, *_, info = env.step(bash("submit"))
             assert info["infra_error"] is None, info
-            assert reward == 1.0, info["reward_detail"]
+            assert reward == cheat.reward, info["reward_detail"]
+        assert cheat.absent == "" or cheat.absent not in last, last
+        assert cheat.present in last, last
+        if cheat.reward == 1.0:
             patch = env.unwrapped.trajectory.end.patch  # type: ignore[attr-defined]
             assert "-    return a - b\n+    return a + b" in patch
     finally:
@@ -199,29 +120,6 @@ def test_a_planted_grade_record_is_ignored(tiny_task_file: Path, tmp_path: Path)
     finally:
         env.close()
     assert reward == 0.0
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("cache", [False, True])
-def test_special_files_never_hang_a_step(tiny_task_file: Path, tmp_path: Path, cache: bool) -> None:
-    sandbox = "local" if shutil.which("bwrap") else "unisolated"
-    options = {"command_cache": str(tmp_path / "cache")} if cache else {}
-    env = gym.make(
-        "AutoCompact-SWE-v0",
-        task_source=str(tiny_task_file),
-        split=None,
-        sandbox=sandbox,
-        **options,
-    )
-    try:
-        env.reset(options={"task_id": "tiny-calc-1"})
-        env.step(bash("mkfifo pipe calc/pipe.py /tmp/pipe && rm .git/index && mkfifo .git/index"))
-        observation, *_ = env.step(bash("echo still here"))
-        assert "still here" in observation[-1]["content"]
-        _, reward, *_, info = env.step(bash("submit"))
-        assert info["infra_error"] is None and reward == 0.0
-    finally:
-        env.close()
 
 
 def test_host_file_helpers_refuse_special_files_and_links(tmp_path: Path) -> None:

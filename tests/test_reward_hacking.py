@@ -1,6 +1,8 @@
 """The red team: every cheat in ``reward_hacks.CHEATS`` gets reward 0 (and ``tampered`` where it
-is aimed at the grader), on a built-in and a mined task, in both sandboxes, while the gold
-patch and legitimate fixes (a new module, an ``__init__.py`` edit) still get 1. Then the
+is aimed at the grader) or, where no in-process check can close it, is flagged by the
+detectors, on a built-in and a mined task, in both sandboxes, while the gold patch and
+legitimate fixes (a new module, an ``__init__.py`` edit, a fix behind hostile git attributes,
+a fix that logs) still get 1. Then the
 pieces on their own, fast: the diff filter, the test command, the runner's report, and the
 infrastructure/agent split."""
 
@@ -78,6 +80,9 @@ def test_cheats_get_zero_and_fixes_get_one(
     if cheat.kind == "legit":
         assert result.reward == 1.0 and result.tampered is None, result.reason
         assert not any(path.endswith(".py") for path in result.ignored), result.ignored
+        return
+    if cheat.kind == "flagged":  # what no in-process check closes: the detectors report it
+        assert result.flags, result.reason
         return
     assert result.reward == 0.0 and result.resolved is False, result.reason
     if cheat.kind == "tampering" and kind not in cheat.inert:
@@ -188,17 +193,78 @@ def test_test_command_must_be_a_pytest_invocation():
         parse_test_command("./runtests.py --verbose")
 
 
-def test_only_the_nonce_line_is_the_report_and_only_once():
-    body = repr(
-        {"exit_code": 0, "error": "", "outcomes": {"t::a": "PASSED"}, "tampered": []}
-        | {"repo_code_ran": True}
+def stream(*lines: str, xfails: str = "[]") -> str:
+    """A runner's output: its STARTED line, then the collector's block of nonce lines."""
+    return "\n".join(
+        [f"N STARTED {xfails}", "noise PASSED t.py::a", *(f"N {line}" for line in lines)]
     )
-    output = f"N STARTED \nPASSED t::a\nX REPORT {body}\nN REPORT {body}\n"
-    report = read_report(output, "N")
-    assert report.started and report.finished and report.outcomes == {"t::a": "PASSED"}
+
+
+def passing(nodeid: str, result: str = "returned", call: str = "") -> list[str]:
+    return [
+        f'BEGIN ["{nodeid}"]',
+        f'REPORT ["{nodeid}", "setup", "passed", false]',
+        f'CALL ["{nodeid}", "{call}"]',
+        f'RESULT ["{nodeid}", "{result}"]',
+        f'REPORT ["{nodeid}", "call", "passed", false]',
+        f'REPORT ["{nodeid}", "teardown", "passed", false]',
+    ]
+
+
+END = 'END [0, "", true]'
+
+
+def test_a_pass_needs_its_verified_call_and_its_return():
+    report = read_report(stream(*passing("t.py::a"), END), "N")
+    assert report.started and report.finished and report.outcomes == {"t.py::a": "PASSED"}
     assert not report.tampered
-    assert read_report(output + f"N REPORT {body}\n", "N").tampered
-    assert not read_report("PASSED t::a\n", "N").started
+    for lines, why in [
+        ([line for line in passing("t.py::a") if "RESULT" not in line], "never returned"),
+        (passing("t.py::a", result="raised:AssertionError"), "raised AssertionError"),
+        (passing("t.py::a", call="its code is not the test file's"), "not the test file's"),
+        ([*passing("t.py::a"), 'RESULT ["t.py::a", "returned"]'], "seen 1 and its end 2"),
+    ]:
+        report = read_report(stream(*lines, END), "N")
+        assert report.outcomes["t.py::a"] == "FAILED", lines
+        assert any(why in reason for reason in report.tampered), report.tampered
+
+
+def test_only_lines_with_the_nonce_count_and_the_stream_ends_once():
+    forged = stream(*passing("t.py::a"), END).replace("N ", "X ")
+    assert read_report(forged, "N").outcomes == {}
+    assert not read_report("PASSED t.py::a\n", "N").started
+    assert read_report(stream(END, END), "N").tampered
+
+
+def test_an_xfail_counts_only_where_the_test_file_marks_it():
+    def xfailed(result: str) -> list[str]:
+        lines = passing("t.py::T::a[1]", result=result)
+        return [
+            line.replace('"call", "passed", false', '"call", "skipped", true') for line in lines
+        ]
+
+    marked = read_report(stream(*xfailed("raised:AssertionError"), END, xfails="['t.py::T']"), "N")
+    assert marked.outcomes == {"t.py::T::a[1]": "XFAIL"} and not marked.tampered
+    unmarked = read_report(stream(*xfailed("raised:XFailed"), END), "N")
+    assert unmarked.outcomes == {"t.py::T::a[1]": "FAILED"}
+    assert "does not mark it xfail" in unmarked.tampered[0]
+
+
+def test_a_doctest_stands_on_its_report():
+    report = read_report(
+        stream(
+            *passing("m.py::m.f", call="doctest", result="x")[:3],
+            'REPORT ["m.py::m.f", "call", "passed", false]',
+            END,
+        ),
+        "N",
+    )
+    assert report.outcomes == {"m.py::m.f": "PASSED"}
+
+
+def test_tampering_and_flags_are_streamed_as_found():
+    report = read_report(stream('TAMPER "gc walked"', 'FLAG "frames read"', END), "N")
+    assert report.tampered == ["gc walked"] and report.flags == ["frames read"]
 
 
 # -- agent failures are reward 0, host failures are infrastructure errors ----------------------

@@ -37,7 +37,13 @@ from pathlib import PurePosixPath
 
 from pydantic import BaseModel, ConfigDict
 
-from ac_env.grading.patch_filter import filter_patch, graded_test_files, looks_like_test
+from ac_env.grading.detectors import detect
+from ac_env.grading.patch_filter import (
+    added_lines,
+    filter_patch,
+    graded_test_files,
+    looks_like_test,
+)
 from ac_env.grading.runner import RunnerCommandError, RunnerReport, run_tests
 from ac_env.sandbox.base import Sandbox, SandboxError
 from ac_env.sandbox.output import cap_text
@@ -80,6 +86,9 @@ class GradeResult(BaseModel):
     reason: str
     tampered: str | None = None
     """What was found aimed at the grader (reward 0), or None."""
+    flags: list[str] = []
+    """What the guard and the detectors found suspicious without it being aimed at the grader
+    (``detectors``; reported, the reward unchanged)."""
     ignored: dict[str, str] = {}
     """Files of the diff left out of grading without blame, with the reason."""
     infra_error: str | None = None
@@ -166,14 +175,19 @@ def _grade_started(
     if test_patch_error is not None:
         return GradeResult.infra(f"test_patch does not apply: {test_patch_error}", log.text())
 
+    added = {
+        path: lines for path, lines in added_lines(filtered.patch).items() if path.endswith(".py")
+    }
+    flags = _detector_flags(sandbox, added)
     test_ids = _graded_in_order(task)
-    job = _job(task, base_files)
+    job = _job(task, base_files, added)
     try:
         command, run, report = run_tests(sandbox, task, test_ids, job, timeout_s, _RUN_OUTPUT_LIMIT)
     except RunnerCommandError as error:
         return GradeResult.infra(str(error), log.text())
     log.add(command, run.output + f"\n[exit code {run.exit_code}]\n")
     tampered += report.tampered
+    flags += report.flags
     forged = _forged_passes(run.output, report, test_ids)
     if forged:
         tampered.append(
@@ -219,9 +233,23 @@ def _grade_started(
         timed_out=run.timed_out,
         reason=reason,
         tampered="; ".join(tampered) or None,
+        flags=flags,
         ignored=ignored,
         log=log.text(),
     )
+
+
+def _detector_flags(sandbox: Sandbox, added: dict[str, list[int]]) -> list[str]:
+    """What ``detectors`` find on the lines the patch added (read back from the sandbox)."""
+    flags = []
+    for path, lines in added.items():
+        try:
+            source = sandbox.read_file(path)
+        except (OSError, ValueError, SandboxError):
+            continue
+        if len(source) <= MAX_PATCH_BYTES:
+            flags += detect(source.decode("utf-8", "replace"), lines, path)
+    return flags
 
 
 def _graded_in_order(task: Task) -> list[str]:
@@ -260,14 +288,28 @@ def _agent_failure(
     )
 
 
-def _job(task: Task, base_files: list[str]) -> dict[str, object]:
+def _job(task: Task, base_files: list[str], added: dict[str, list[int]]) -> dict[str, object]:
     """What the trusted runner needs to know: the conftests it may load (the base commit's and
-    ``test_patch``'s), the test code, and the files to watch for changes during the run."""
+    ``test_patch``'s), the test code (whose code objects are the only test code it accepts),
+    the graded test modules, the files to watch for changes during the run, and the lines the
+    patch added (which its guard watches)."""
     tests = graded_test_files(task)
-    test_code = sorted({*tests, *(p for p in base_files if looks_like_test(p))})
+    test_code = sorted(
+        p for p in {*tests, *(p for p in base_files if looks_like_test(p))} if p.endswith(".py")
+    )
     conftests = sorted(p for p in {*base_files, *tests} if PurePosixPath(p).name == "conftest.py")
     watch = sorted({*(p for p in tests if p.endswith(".py")), *conftests})
-    return {"conftests": conftests, "test_code": test_code, "watch": watch, "checks": True}
+    graded = sorted(
+        {test_id.split("::", 1)[0] for test_id in [*task.FAIL_TO_PASS, *task.PASS_TO_PASS]}
+    )
+    return {
+        "conftests": conftests,
+        "test_code": test_code,
+        "graded_files": graded,
+        "watch": watch,
+        "checks": True,
+        "changed": added,
+    }
 
 
 def _apply(sandbox: Sandbox, path: str, patch: str, log: _Log) -> str | None:

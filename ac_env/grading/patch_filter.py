@@ -216,3 +216,29 @@ def looks_like_test(path: str) -> bool:
 def _self_and_parents(directory: str) -> list[str]:
     path = PurePosixPath(directory)
     return [str(p) for p in (path, *path.parents) if str(p) != "."]
+
+
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+
+
+def added_lines(patch: str) -> dict[str, list[int]]:
+    """For each file of ``patch``, the line numbers (in the patched file) of the lines it adds:
+    the code the agent wrote, which the grader's guard and detectors watch."""
+    added: dict[str, list[int]] = {}
+    for change in split_diff(patch):
+        if change.binary or change.deleted:
+            continue
+        lines: list[int] = []
+        number = 0
+        for line in change.text.splitlines():
+            hunk = _HUNK.match(line)
+            if hunk is not None:
+                number = int(hunk.group(1))
+            elif number and line.startswith("+"):
+                lines.append(number)
+                number += 1
+            elif number and line.startswith(" "):
+                number += 1
+        if lines:
+            added[change.path] = lines
+    return added

@@ -1,15 +1,25 @@
-"""Run the graded tests through the trusted runner (``boot.py``) and read its report.
+"""Run the graded tests through the trusted runner (``boot.py`` with its guard, ``guard.py``)
+and decide each test's outcome from what the guard streamed.
 
 The task's ``test_command`` must be a pytest invocation (``[VAR=value ...] python -m pytest
 ARGS`` or ``pytest ARGS``): its environment assignments and arguments are kept, and the
-interpreter runs ``boot.py`` in isolated mode (``-I -B``) instead of ``-m pytest``.
-The runner's report is the line that carries a fresh random nonce; the log around it is
-kept for people, never read for outcomes.
+interpreter runs ``boot.py`` in isolated mode (``-I -B``) instead of ``-m pytest``. The
+runner's word is only what carries a fresh random nonce: ``STARTED`` (printed before any code
+of the repository ran, with the tests the test files mark xfail) and the collector's block of
+the guard's stream (``BEGIN``, ``CALL``, ``RESULT``, ``REPORT``, ``TAMPER``, ``FLAG``,
+``END``). The log around it is kept for people, never read for outcomes.
+
+``read_report`` decides: a test PASSED when pytest reported its call passed *and* the guard
+saw, exactly once each, its call begin with the test file's own code (``CALL`` with no
+reason) and that code return (``RESULT returned``) - or, for a doctest, when pytest reported
+it passed. An xfail counts (XFAIL) only for a test its file marks xfail and whose code raised.
+A pass that lacks its evidence, and an xfail the file does not mark, are reported tampering.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import re
 import secrets
 import shlex
@@ -19,7 +29,7 @@ from pathlib import Path
 from ac_env.sandbox.base import ExecResult, Sandbox
 from ac_env.tasks.model import Task
 
-BOOT_SOURCE = Path(__file__).with_name("boot.py")
+RUNNER_FILES = ("boot.py", "guard.py")
 RUNNER_DIR = ".git/autocompact-grader"
 """Where the runner and its job file are written in the grading sandbox (a patch can never
 write under ``.git``)."""
@@ -51,7 +61,18 @@ class RunnerReport:
     error: str = ""
     outcomes: dict[str, str] = field(default_factory=dict)
     tampered: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    """What the guard found suspicious but not aimed at the grader (reported, not penalised)."""
     repo_code_ran: bool = True
+
+
+@dataclass
+class _Facts:
+    """What the guard streamed about one test."""
+
+    calls: list[str] = field(default_factory=list)
+    results: list[str] = field(default_factory=list)
+    reports: list[tuple[str, str, bool]] = field(default_factory=list)
 
 
 def parse_test_command(command: str) -> Invocation:
@@ -85,7 +106,8 @@ def run_tests(
     nonce = secrets.token_hex(16)
     args = [*_ALWAYS, *invocation.args, *test_ids]
     job_text = repr({**job, "nonce": nonce, "args": args})
-    sandbox.write_file(f"{RUNNER_DIR}/boot.py", BOOT_SOURCE.read_bytes())
+    for name in RUNNER_FILES:
+        sandbox.write_file(f"{RUNNER_DIR}/{name}", Path(__file__).with_name(name).read_bytes())
     sandbox.write_file(f"{RUNNER_DIR}/job", job_text.encode())
     words = [*invocation.environment, invocation.python, "-I", "-B"]
     command = shlex.join([*words, f"{RUNNER_DIR}/boot.py", f"{RUNNER_DIR}/job"])
@@ -98,23 +120,101 @@ def run_tests(
 def read_report(output: str, nonce: str) -> RunnerReport:
     """The runner's report in ``output`` (lines that start with ``nonce``)."""
     report = RunnerReport()
-    reports = []
+    xfails: set[str] = set()
+    facts: dict[str, _Facts] = {}
+    ends = 0
     for line in output.splitlines():
-        kind, _, payload = line.removeprefix(f"{nonce} ").partition(" ")
         if not line.startswith(f"{nonce} "):
             continue
+        kind, _, payload = line.removeprefix(f"{nonce} ").partition(" ")
         if kind == "STARTED":
             report.started = True
+            xfails = set(ast.literal_eval(payload or "[]"))
+            continue
+        try:
+            data = json.loads(payload)
+        except ValueError:
+            report.tampered.append(f"an unreadable line of the runner's stream: {kind}")
+            continue
+        if kind == "TAMPER":
+            report.tampered.append(str(data))
+        elif kind == "FLAG":
+            report.flags.append(str(data))
+        elif kind == "CALL":
+            facts.setdefault(str(data[0]), _Facts()).calls.append(str(data[1]))
+        elif kind == "RESULT":
+            facts.setdefault(str(data[0]), _Facts()).results.append(str(data[1]))
         elif kind == "REPORT":
-            reports.append(payload)
-    if len(reports) > 1:
-        report.tampered.append(f"the runner's report appears {len(reports)} times")
-    if len(reports) == 1:
-        data = ast.literal_eval(reports[0])
-        report.finished = True
-        report.exit_code = int(data["exit_code"])
-        report.error = str(data["error"])
-        report.outcomes = {str(k): str(v) for k, v in data["outcomes"].items()}
-        report.tampered += [str(reason) for reason in data["tampered"]]
-        report.repo_code_ran = bool(data["repo_code_ran"])
+            nodeid, when, outcome, wasxfail = data
+            facts.setdefault(str(nodeid), _Facts()).reports.append((when, outcome, bool(wasxfail)))
+        elif kind == "END":
+            ends += 1
+            report.finished = True
+            report.exit_code, report.error, report.repo_code_ran = (
+                int(data[0]),
+                str(data[1]),
+                bool(data[2]),
+            )
+    if ends > 1:
+        report.tampered.append(f"the runner's stream ended {ends} times")
+    for nodeid, seen in facts.items():
+        outcome, problem = _outcome(nodeid, seen, xfails)
+        if outcome is not None:
+            report.outcomes[nodeid] = outcome
+        if problem:
+            report.tampered.append(f"{nodeid} {problem}")
     return report
+
+
+def _outcome(nodeid: str, seen: _Facts, xfails: set[str]) -> tuple[str | None, str]:
+    """(the outcome of a test, tampering found or ''), from what the guard streamed."""
+    phases = {when: (outcome, wasxfail) for when, outcome, wasxfail in seen.reports}
+    if any(outcome == "failed" for outcome, _ in phases.values()):
+        failed_call = phases.get("call", ("", False))[0] == "failed"
+        return ("FAILED" if failed_call else "ERROR"), ""
+    call = phases.get("call")
+    setup = phases.get("setup", ("", False))
+    if call is None and setup[0] == "skipped":
+        if setup[1]:  # xfail(run=False), or an xfail raised while setting up
+            return ("XFAIL", "") if _marked(nodeid, xfails) else ("FAILED", "")
+        return "SKIPPED", ""
+    if call is None:
+        return None, ""
+    outcome, wasxfail = call
+    evidence = seen.calls == [""] and seen.results == ["returned"]
+    if outcome == "passed":
+        if seen.calls == ["doctest"] or evidence:
+            return ("XPASS" if wasxfail else "PASSED"), ""
+        why = _missing_evidence(seen)
+        return "FAILED", f"was reported as passed, but {why}"
+    if outcome == "skipped" and wasxfail:
+        raised = len(seen.results) == 1 and seen.results[0].startswith("raised:")
+        if _marked(nodeid, xfails) and (raised or seen.calls == ["doctest"]):
+            return "XFAIL", ""
+        if seen.results == ["raised:XFailed"]:
+            return "FAILED", "was reported as xfailed, but its test file does not mark it xfail"
+        return "FAILED", ""
+    return "SKIPPED", ""
+
+
+def _missing_evidence(seen: _Facts) -> str:
+    if not seen.calls:
+        return "the runner never saw its call begin"
+    if len(seen.calls) > 1 or len(seen.results) > 1:
+        return f"its call was seen {len(seen.calls)} and its end {len(seen.results)} times"
+    if seen.calls[0]:
+        return seen.calls[0]
+    if not seen.results:
+        return "its test function never returned"
+    return f"its test function {seen.results[0].replace(':', ' ')}"
+
+
+def _marked(nodeid: str, xfails: set[str]) -> bool:
+    """Whether the test file marks ``nodeid`` xfail (``file::Class::name``, the class, or
+    the whole file)."""
+    path, _, rest = nodeid.partition("::")
+    parts = re.sub(r"\[.*\]$", "", rest).split("::")
+    return any(
+        f"{path}::{name}" in xfails
+        for name in ["*", *("::".join(parts[: depth + 1]) for depth in range(len(parts)))]
+    )
