@@ -28,6 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ac_env.actions import Bash, Compact, Submit
+from ac_env.agents.errors import PolicyError
 from ac_env.agents.http import OpenAIChatPolicy
 from ac_env.bench.audit import RunTally
 from ac_env.compaction.texts import COMPACTION_REQUEST
@@ -151,9 +152,12 @@ class ServedVerdicts(OpenAIChatPolicy):
 
 
 class LLMJudge:
-    """A judge backed by any ``Policy``. ``rejected`` counts the answers taken as accept, by
-    why: ``no_verdict`` (no valid verdict JSON), ``not_an_action`` (the replacement is no
-    valid action), ``wrong_kind`` (an action of the wrong kind for its correction type)."""
+    """A judge backed by any ``Policy``. ``rejected`` counts the reviews taken as accept, by
+    why: ``request_refused`` (the server blamed the request, e.g. a prompt over its context:
+    ``PolicyError``), ``no_verdict`` (no valid verdict JSON), ``not_an_action`` (the
+    replacement is no valid action), ``wrong_kind`` (an action of the wrong kind for its
+    correction type). A server failure (``ModelServerError``) propagates: the episode is an
+    infrastructure error, as when the policy's server fails."""
 
     def __init__(self, backend: Policy, rubric: str | None = None, max_chars: int = 12_000):
         self.backend = backend
@@ -163,7 +167,14 @@ class LLMJudge:
 
     def review(self, view: JudgeView, candidate: PolicyOutput) -> Verdict:
         request = render_review_request(view, candidate, self.max_chars, rubric=self.rubric)
-        answer = self.backend.act(request).text
+        try:
+            answer = self.backend.act(request).text
+        except PolicyError as error:  # the request's fault (too long): no verdict, no crash
+            self.rejected["request_refused"] += 1
+            logger.warning(
+                "step %d: the judge's request was refused, accepted: %s", view.step, error
+            )
+            return ACCEPT
         verdict = parse_verdict(answer)
         problem = "no_verdict" if verdict is None else _replacement_problem(view, verdict)
         if problem:

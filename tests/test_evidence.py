@@ -146,7 +146,8 @@ stock value crashes
 ## Workspace
 no changes yet
 ## Tests
-tests/stock/test_ledger.py::test_fifo_stock_value_after_issue, tests/stock/test_ledger.py::test_total_stock_value fail
+fail: tests/stock/test_ledger.py::test_fifo_stock_value_after_issue,
+tests/stock/test_ledger.py::test_total_stock_value
 ## Next
 Edit it: `sed -n 25,26p ledgerly/stock/valuation.py`
 """
