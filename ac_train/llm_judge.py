@@ -46,8 +46,8 @@ The request gives the task, the agent's recent history, the workspace's real `gi
 tally of the last real test run: check every workspace and test claim of a proposed summary \
 against them, and every other claim against the history, not against the agent's words."""
 
-ANSWER_FORMAT = """Answer with one JSON object and nothing else:
-{"decision": "accept"}
+ANSWER_FORMAT = """Answer with one JSON object and nothing else, with all four fields:
+{"decision": "accept", "correction": "none", "replacement": "", "reason": "<one sentence>"}
 or
 {"decision": "correct", "correction": "trigger" | "working_state" | "continuation", \
 "replacement": "<the full output the agent should give instead: a summary, or one ```bash \
@@ -57,14 +57,16 @@ VERDICT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "decision": {"type": "string", "enum": ["accept", "correct"]},
-        "correction": {"type": "string", "enum": list(CORRECTION_TYPES)},
+        "correction": {"type": "string", "enum": [*CORRECTION_TYPES, "none"]},
         "replacement": {"type": "string"},
         "reason": {"type": "string"},
     },
-    "required": ["decision"],
+    "required": ["decision", "correction", "replacement", "reason"],
     "additionalProperties": False,
 }
-"""The verdict's JSON schema, as a server's constrained decoding takes it."""
+"""The verdict's JSON schema, as a server's constrained decoding takes it: one flat object with
+every field required (what OpenAI's strict mode accepts); an accept carries ``"none"`` and an
+empty replacement, which ``parse_verdict`` drops."""
 
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
@@ -123,13 +125,17 @@ def render_review_request(
 
 
 def parse_verdict(text: str) -> Verdict | None:
-    """The first JSON object in ``text`` as a ``Verdict``; None when there is none or it is
-    not a valid verdict."""
+    """The first JSON object in ``text`` as a ``Verdict`` (an accept's other fields dropped);
+    None when there is none or it is not a valid verdict (a correction needs its type and a
+    replacement)."""
     match = _JSON_OBJECT.search(text)
     if match is None:
         return None
     try:
-        return Verdict.model_validate(json.loads(match.group(0)))
+        fields = json.loads(match.group(0))
+        if isinstance(fields, dict) and fields.get("decision") == "accept":
+            fields = {"decision": "accept", "reason": fields.get("reason", "")}
+        return Verdict.model_validate(fields)
     except (json.JSONDecodeError, ValidationError):
         return None
 

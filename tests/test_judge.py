@@ -314,6 +314,11 @@ def test_parse_verdict():
     text = 'Sure. {"decision": "correct", "correction": "continuation", "replacement": "x"} ok'
     assert parse_verdict(text).correction == "continuation"
     assert parse_verdict('{"decision": "maybe"}') is None
+    schema_accept = (
+        '{"decision": "accept", "correction": "none", "replacement": "", "reason": "ok"}'
+    )
+    assert parse_verdict(schema_accept) == Verdict(decision="accept", reason="ok")
+    assert parse_verdict('{"decision": "correct", "correction": "trigger"}') is None
     assert parse_verdict("no json here") is None
 
 
