@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ac_env.actions import Bash, Compact, Submit
-from ac_env.agents.errors import PolicyError
+from ac_env.agents.errors import ModelServerError, PolicyError
 from ac_env.agents.http import OpenAIChatPolicy
 from ac_env.bench.audit import RunTally
 from ac_env.compaction.texts import COMPACTION_REQUEST
@@ -175,6 +175,8 @@ class LLMJudge:
         request = render_review_request(view, candidate, self.max_chars, rubric=self.rubric)
         try:
             answer = self.backend.act(request).text
+        except ModelServerError:  # infrastructure: the episode is recorded as such
+            raise
         except PolicyError as error:  # the request's fault (too long): no verdict, no crash
             self.rejected["request_refused"] += 1
             logger.warning(

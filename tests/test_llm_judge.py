@@ -14,6 +14,7 @@ import pytest
 from served_llamacpp import needs_llamacpp
 
 import ac_env  # noqa: F401  (registers the ids)
+from ac_env.agents.errors import ModelServerError
 from ac_env.policy import PolicyOutput, SamplingConfig
 from ac_train.collect import make_judge
 from ac_train.judge import JudgeView
@@ -115,11 +116,15 @@ def test_make_judge_serves_an_llm_judge_through_the_openai_client(env, server_ur
         make_judge("llm:openai:judge")
 
 
-def test_a_refused_request_is_an_accept_not_a_crash(env, server_url):
+def test_a_refused_request_is_an_accept_and_a_server_failure_propagates(env, server_url):
     Recorder.refuse = True
     judge = LLMJudge(ServedVerdicts(server_url, "judge", server="vllm", max_retries=0))
     verdict = judge.review(view_after(env, RUN_TESTS), PolicyOutput(text=READ_ROOT))
     assert verdict.decision == "accept" and judge.rejected == {"request_refused": 1}
+    Recorder.refuse = False
+    gone = LLMJudge(ServedVerdicts("http://127.0.0.1:9/v1", "judge", server="vllm", max_retries=0))
+    with pytest.raises(ModelServerError):  # a server that is not there: infrastructure
+        gone.review(view_after(env, RUN_TESTS), PolicyOutput(text=READ_ROOT))
 
 
 @pytest.mark.slow
