@@ -188,7 +188,8 @@ def add_sft(parser: argparse.ArgumentParser) -> None:
         choices=list(SFT_PRESETS),
         default="autocompact_sft",
         help="a row of the method's table: autocompact_sft (every executed policy and judge "
-        "output) or swe_compressor (forced-compaction summaries only) (default: autocompact_sft)",
+        "output) or swe_compressor (uncorrected demonstrations: the policy's outputs before any "
+        "judge correction) (default: autocompact_sft)",
     )
     add_fields(parser, SFTRunConfig, SFT_FIELDS)
     parser.add_argument(

@@ -55,7 +55,8 @@ from ac_env.records import append_jsonl, read_jsonl
 from ac_env.strategies import Strategy, get_strategy
 from ac_env.tasks import Task, load_tasks
 from ac_env.trajectory import Trajectory
-from ac_train.judge import CORRECTION_TYPES, Judge, JudgeView, LLMJudge, Verdict, apply_verdict
+from ac_train.judge import CORRECTION_TYPES, Judge, JudgeView, Verdict, apply_verdict
+from ac_train.llm_judge import LLMJudge, ServedVerdicts
 from ac_train.models import load_tokenizer
 from ac_train.oracle_judge import OracleJudge
 
@@ -66,9 +67,14 @@ FILTERS = ("infra_error", "malformed", "summary_loop", "off_task", "no_command")
 _PATH = re.compile(r"[\w.-]+(?:/[\w.-]+)*\.py\b")
 
 
+JUDGES = ("oracle", "oracle:ground-truth", "none", "llm:<worker>")
+
+
 class CollectConfig(BaseModel):
     """One collection run. ``worker``: ``reference``, ``hf:<path|smollm2>`` or
-    ``openai:<model>@<url>``; ``judge``: ``oracle``, ``none`` or ``llm:<worker>``."""
+    ``openai:<model>@<url>``; ``judge`` (``make_judge``): ``oracle`` (from the execution
+    history), ``oracle:ground-truth`` (privileged: from the gold patch), ``none`` or
+    ``llm:<worker>``."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -103,8 +109,8 @@ class CollectConfig(BaseModel):
     @field_validator("judge")
     @classmethod
     def _known_judge(cls, judge: str) -> str:
-        if judge not in ("oracle", "none") and not judge.startswith("llm:"):
-            raise ValueError(f"unknown judge {judge!r}; valid: oracle, none, llm:<worker>")
+        if judge not in JUDGES and not judge.startswith("llm:"):
+            raise ValueError(f"unknown judge {judge!r}; valid: {', '.join(JUDGES)}")
         return judge
 
     @field_validator("strategy")
@@ -226,14 +232,26 @@ def worker_policies(config: CollectConfig, strategy: Strategy) -> Callable[[int]
     return make
 
 
+JUDGE_MAX_NEW_TOKENS = 768
+"""An LLM judge's answer may carry a whole summary."""
+
+
 def make_judge(spec: str, seed: int = 0) -> Judge | None:
+    """The judge ``spec`` names (``CollectConfig.judge``). ``llm:openai:<model>@<url>``
+    asks the server for schema-constrained JSON verdicts (``ServedVerdicts``); other
+    ``llm:`` workers sample greedily."""
     if spec == "none":
         return None
-    if spec == "oracle":
-        return OracleJudge()
-    greedy = SamplingConfig(temperature=0.0)
-    backend = policy_factory(spec.removeprefix("llm:"), get_strategy("none"), greedy)
-    return LLMJudge(backend(seed))
+    if spec in ("oracle", "oracle:ground-truth"):
+        return OracleJudge(ground_truth=spec == "oracle:ground-truth")
+    worker = spec.removeprefix("llm:")
+    greedy = SamplingConfig(temperature=0.0, max_new_tokens=JUDGE_MAX_NEW_TOKENS)
+    if worker.startswith("openai:"):
+        model, _, url = worker.removeprefix("openai:").partition("@")
+        if not model or not url:
+            raise ValueError(f"judge: {spec!r} is not llm:openai:<model>@<base url>")
+        return LLMJudge(ServedVerdicts.served(url, model, greedy))
+    return LLMJudge(policy_factory(worker, get_strategy("none"), greedy)(seed))
 
 
 # ---- filters ---------------------------------------------------------------------------------

@@ -13,29 +13,23 @@ the output to execute instead:
 
 ``apply_verdict`` turns a verdict into the ``PolicyOutput`` the env executes: a correction is
 recorded as ``produced_by="judge"`` with the rejected candidate and the correction type, so the
-data holds what really happened after the correction. Two judges: ``OracleJudge``
-(``ac_train.oracle_judge``, from task ground truth) and ``LLMJudge`` (below, any policy backend).
+data holds what really happened after the correction. Both judges follow one rubric
+(``correction_rubric``): ``OracleJudge`` (``ac_train.oracle_judge``) implements it from what the
+execution history shows, ``LLMJudge`` (``ac_train.llm_judge``) asks a model to apply it.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from ac_env.actions import ActionParser, ParseResult, make_parser
-from ac_env.bench.audit import RunTally
-from ac_env.policy import Policy, PolicyOutput
+from ac_env.policy import PolicyOutput
 from ac_env.tasks import Task
-from ac_env.test_log import last_test_run
 from ac_env.trajectory import Trajectory
-
-logger = logging.getLogger(__name__)
 
 CorrectionType = Literal["trigger", "working_state", "continuation"]
 CORRECTION_TYPES: tuple[CorrectionType, ...] = ("trigger", "working_state", "continuation")
@@ -112,103 +106,36 @@ def apply_verdict(candidate: PolicyOutput, verdict: Verdict) -> PolicyOutput:
     )
 
 
-# ---- LLM judge -------------------------------------------------------------------------------
-
-JUDGE_RUBRIC = """You review one proposed step of a coding agent that fixes a bug and may compact \
-its own context (replace its history by a working-state summary starting with \
-'# Auto Context Summary', with sections Known, Workspace, Next).
-
-The request also gives the workspace's real `git diff` and the tally of the last real test run: \
-check every workspace and test claim of a proposed summary against them, not against the \
-agent's words.
-
-Correct the step only for one of these three mistakes:
-1. trigger: the bug is already located but the agent keeps searching (it should compact now: \
-replacement = the summary), or the agent compacts while evidence is still needed, or right \
-after a compaction (replacement = the next investigative command).
-2. working_state: the proposed summary misses the file/function the bug is in, claims an edit \
-or a test result that the real diff or test run contradicts or the history does not show, \
-drops a constraint of the task, or has no concrete next step (replacement = the corrected summary).
-3. continuation: just after a compaction, the agent searches again for what the summary \
-records, or ignores the summary's planned next step (replacement = the planned action as a \
-```bash block).
-Otherwise accept.
-
-Answer with one JSON object and nothing else:
-{"decision": "accept"}
-or
-{"decision": "correct", "correction": "trigger" | "working_state" | "continuation", \
-"replacement": "<the full output the agent should give instead>", "reason": "<one sentence>"}"""
-
-_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+# ---- the rubric every judge follows -----------------------------------------------------------
 
 
-def render_review_request(
-    view: JudgeView, candidate: PolicyOutput, max_chars: int = 12_000, max_diff_chars: int = 4_000
-) -> list[dict[str, str]]:
-    """The LLM judge's prompt: the rubric, the agent's recent history (oldest turns cut to fit
-    ``max_chars``; the task always kept), the workspace's real ``git diff`` (its head, up to
-    ``max_diff_chars``) and the last real test tally, so the judge can check a summary's
-    workspace and test claims as the rubric asks, and the candidate."""
-    messages = list(view.observation)
-    task = messages[1]["content"] if len(messages) > 1 else ""
-    diff = view.diff if len(view.diff) <= max_diff_chars else view.diff[:max_diff_chars] + "\n[...]"
-    earlier = [r for r in view.trajectory.tool_results() if r.step < view.step]
-    last = last_test_run(earlier, completed=True)
-    run = RunTally.of(last[0].output) if last else None  # as the oracle judge reads it
-    tally = "no test run yet" if run is None else f"{run.failed} failed, {run.passed} passed"
-    state = (
-        f"## Workspace now (real `git diff`)\n```diff\n{diff.strip() or '(no changes)'}\n```\n\n"
-        f"## Last test run (real)\n{tally}"
-    )
-    turns = [f"[{m['role']}]\n{m['content']}" for m in messages[2:]]
-    history: list[str] = []
-    room = max_chars - len(task)
-    for turn in reversed(turns):
-        if len(turn) > room:
-            break
-        history.insert(0, turn)
-        room -= len(turn)
-    dropped = len(turns) - len(history)
-    body = (
-        f"## Task\n{task}\n\n## History"
-        + (f" (the {dropped} oldest turns omitted)" if dropped else "")
-        + "\n"
-        + ("\n\n".join(history) or "(no turns yet)")
-        + f"\n\n{state}\n\n## Proposed step\n{candidate.text}"
-    )
-    return [{"role": "system", "content": JUDGE_RUBRIC}, {"role": "user", "content": body}]
+def correction_rubric(
+    solved_patience: int = 1,
+    min_history_chars: int = 4_000,
+    recompact_gap: int = 2,
+    continuation_window: int = 3,
+) -> str:
+    """The correction rubric, in words, with the oracle judge's settings: what
+    ``OracleJudge`` implements and what ``LLMJudge`` is asked to apply."""
+    return f"""Correct the proposed step only for one of these three mistakes; otherwise accept it.
 
+The bug counts as located only when the history shows where it is: a failing test (or a \
+failing reproduction) was run, its traceback, a fault ranking of the failing runs or its failing \
+statement points to a function, and that function's code has been read. Reading a file with no \
+failing run behind it locates nothing.
 
-def parse_verdict(text: str) -> Verdict | None:
-    """The first JSON object in ``text`` as a ``Verdict``; None when there is none or it is
-    not a valid verdict."""
-    match = _JSON_OBJECT.search(text)
-    if match is None:
-        return None
-    try:
-        return Verdict.model_validate(json.loads(match.group(0)))
-    except (json.JSONDecodeError, ValidationError):
-        return None
-
-
-class LLMJudge:
-    """A judge backed by any ``Policy`` (an HF model, an OpenAI-compatible server). An answer
-    that is not a valid verdict, or a replacement that is not a valid action, counts as
-    accept and is logged (``unparsable`` counts them)."""
-
-    def __init__(self, backend: Policy) -> None:
-        self.backend = backend
-        self.unparsable = 0
-
-    def review(self, view: JudgeView, candidate: PolicyOutput) -> Verdict:
-        answer = self.backend.act(render_review_request(view, candidate)).text
-        verdict = parse_verdict(answer)
-        replacement = verdict.replacement if verdict else None
-        if replacement is not None and view.parser.parse(replacement).kind == "format_error":
-            verdict = None
-        if verdict is None:
-            self.unparsable += 1
-            logger.warning("step %d: unparsable judge verdict, accepted: %.200r", view.step, answer)
-            return ACCEPT
-        return verdict
+1. trigger. Compact now: the bug was located since the last compaction more than \
+{solved_patience} step(s) ago, nothing is edited yet, the history holds at least \
+{min_history_chars} characters, and the agent proposes another search or read; the replacement \
+is the working-state summary. Not yet: the agent compacts before the bug is located and before \
+any edit, or within {recompact_gap} steps of its last compaction; the replacement is the next \
+investigative command.
+2. working_state. The proposed summary (or the answer to a request for one) misses the located \
+function or file or a changed file; claims an edit or a test result that the real `git diff` or \
+the last test run contradicts; asserts anything the history does not show (a cause no failing \
+run points to, a file ruled out that was never read, a change called verified with no passing \
+test run after it); drops the task; or has no concrete next step. The replacement is the \
+corrected summary, asserting only what the history shows.
+3. continuation. Within {continuation_window} steps after a compaction whose summary plans a \
+command, the agent re-reads a file the summary records, repeats a search from before the \
+compaction, or, as its first step, ignores the plan; the replacement is the planned command."""

@@ -1,34 +1,40 @@
-"""The oracle judge: decides from the task's ground truth and the real workspace.
+"""The oracle judge: reviews each proposed step from what the execution history shows.
 
-The method's Judge "only receives the execution history that exists at that moment": it may
-not use knowledge the agent has not earned. The *phase* of an episode is read from what really
-happened: the bug is **located** once a command has shown the agent the buggy function's changed
-lines (``located_step``: a read whose output covers every changed line of a hunk of the gold
-patch, or a traceback or ranking line naming a buggy function together with its file); a
-command that showed any other line of the file (its imports, its docstring) does not locate it.
-The workspace is **edited** once ``git diff`` is non-empty. Three checks, in this order:
+The method's Judge "only receives the execution history that exists at that moment". This one
+decides from ``ac_train.evidence`` (the commands run so far, their outputs, the task
+statement) and the real workspace (``git diff``: what those commands left), by the rubric
+every judge follows (``ac_train.judge.CORRECTION_RUBRIC``). The bug is **located** once the
+history shows a *place*: a failing run's traceback, fault ranking or failing statement points
+to a function and that function's code has been read (``Evidence.places``; a bulk ``cat``
+with no failing run behind it locates nothing). The workspace is **edited** once ``git diff``
+is non-empty. Three checks, in this order:
 
-- **trigger**. *Compact now*: the bug was located in the current segment at least
+- **trigger**. *Compact now*: a place was shown in the current segment at least
   ``solved_patience`` steps ago, nothing is edited yet, the history holds at least
   ``min_history_chars`` characters, and the candidate is another search or read. *Not yet*: a
-  proactive compaction before the bug is located and before any edit, or within
+  proactive compaction before anything is located and before any edit, or within
   ``recompact_gap`` steps of the last one; the replacement is the next investigative command
-  of the model-free ``ReferenceAgent`` on the same observation.
+  of the model-free ``ReferenceAgent`` on the same observation (it, too, reads only that).
 - **working_state** (every summary, proactive or forced; and a forced request answered by
-  something that is not a summary): the summary audit's claim classes
-  (``ac_env.bench.audit``: the located file unnamed, changed files unnamed, false workspace
-  or test claims, no concrete next step, a plan that stops while failures remain), and the
-  task not restated (its constraints dropped).
+  something that is not a summary): the summary audit's workspace, test and plan classes
+  (``ac_env.bench.audit``), a shown place not named, the task not restated, and any assertion
+  the history does not support (``ac_train.evidence.unsupported_claims``).
 - **continuation** (within ``continuation_window`` steps after a compaction whose summary
   plans a command): the candidate re-reads a file the summary recorded, repeats a search
   from before the compaction, or, as the first step, ignores the plan; the replacement is the
   planned command.
 
-Every summary the oracle writes follows the template and is grounded in the real diff, the
-last real test run and the files really read; its ``## Next`` section always plans one command
-in backticks. Nothing derived from ground truth appears in it before the bug is located: no
-buggy file or function, no file "ruled out" (before, the files read are listed as read, with no
-conclusion drawn), no plan that names the buggy function.
+Every summary the oracle writes follows the template and asserts only what the history
+shows: the failing tests of the last run, each shown place with how the history points to it,
+the files read, the real diff's files with whether a passing test run followed the last
+change, and a ``## Next`` section that plans one command in backticks.
+
+**Ground truth** is read only when asked: ``OracleJudge(ground_truth=True)`` (``--judge
+oracle:ground-truth``) takes where the bug is from the task's gold patch instead, as soon as a
+command has shown the changed lines of a gold hunk and named its file (``gold_located_step``:
+a single bulk ``cat`` suffices), and names the gold functions and files from then on. It is a
+privileged judge for comparison only (it was the default before): its timing uses knowledge
+the policy has not earned and its summaries assert what the history may not show.
 """
 
 from __future__ import annotations
@@ -40,63 +46,65 @@ from dataclasses import dataclass
 
 from ac_env.actions import SUMMARY_HEADER, Bash, Compact, ParseResult, Submit
 from ac_env.agents.reference import ReferenceAgent
-from ac_env.bench.audit import RunTally, audit_summary, changed_files
+from ac_env.bench.audit import audit_summary, changed_files
 from ac_env.bench.continuation import follows
-from ac_env.compaction import CommandRecord, files_read, parse_sections
+from ac_env.bench.metrics import files_read_by
+from ac_env.compaction import parse_sections
 from ac_env.compaction.texts import COMPACTION_REQUEST
 from ac_env.policy import PolicyOutput
 from ac_env.tasks import Task
-from ac_env.test_log import last_test_run
 from ac_env.trajectory import CompactionEvent, ToolResult
+from ac_train.evidence import Evidence, Place, is_search_or_read, unsupported_claims
 from ac_train.judge import ACCEPT, JudgeView, Verdict
 
 _BACKTICKED = re.compile(r"```(?:bash)?\s*\n(.+?)\n```|`([^`\n]+)`", re.DOTALL)
-_SEARCH_OR_READ = {"grep", "rg", "find", "ls", "tree", "ag", "cat", "head", "tail", "nl", "less"}
 _TEST_COMMAND = "python3 -m pytest -q -p no:cacheprovider"
 
 
 @dataclass(frozen=True)
 class Facts:
-    """The episode's state when a step is proposed, read from the view."""
+    """The episode's state when a step is proposed, read from the view. ``places``: where the
+    bug is as the history shows it (or, with ground truth, as the gold patch says)."""
 
+    evidence: Evidence
+    places: tuple[Place, ...]
+    ground_truth: bool
     results: list[ToolResult]
     last_compaction: CompactionEvent | None
-    located_step: int | None
     changed: list[str]
-    last_run: RunTally | None
-    failing: list[str]
     forced: bool
     history_chars: int
 
     @classmethod
-    def of(cls, view: JudgeView) -> Facts:
-        results = view.trajectory.tool_results()
+    def of(cls, view: JudgeView, ground_truth: bool = False) -> Facts:
+        results = [r for r in view.trajectory.tool_results() if r.step < view.step]
         compactions = [e for e in view.trajectory.compactions() if e.trigger != "masking"]
-        earlier = [r for r in results if r.step < view.step]
-        last_run, last_pytest = last_test_run(earlier, completed=True), last_test_run(results)
+        evidence = Evidence.of(results, view.task.problem_statement)
         return cls(
+            evidence=evidence,
+            places=gold_places(results, view.task) if ground_truth else evidence.places,
+            ground_truth=ground_truth,
             results=results,
             last_compaction=compactions[-1] if compactions else None,
-            located_step=located_step(results, view.task),
             changed=changed_files(view.diff),
-            last_run=RunTally.of(last_run[0].output) if last_run else None,
-            failing=list(last_pytest[1].failing) if last_pytest else [],
             forced=bool(view.observation) and view.observation[-1]["content"] == COMPACTION_REQUEST,
             history_chars=sum(len(m["content"]) for m in view.observation[2:]),
         )
 
     @property
     def located(self) -> bool:
-        return self.located_step is not None
+        return bool(self.places)
 
     @property
-    def located_in_segment(self) -> bool:
+    def located_in_segment(self) -> Place | None:
+        """The first place shown since the last compaction."""
         since = self.last_compaction.step if self.last_compaction else -1
-        return self.located_step is not None and self.located_step > since
+        return next((p for p in self.places if p.step > since), None)
 
 
 class OracleJudge:
-    """Implements ``Judge`` for tasks with ground truth; see the module docstring."""
+    """Implements ``Judge``; see the module docstring. ``ground_truth``: locate the bug from
+    the task's gold patch (privileged; off by default)."""
 
     def __init__(
         self,
@@ -104,17 +112,22 @@ class OracleJudge:
         min_history_chars: int = 4_000,
         recompact_gap: int = 2,
         continuation_window: int = 3,
+        ground_truth: bool = False,
     ) -> None:
         self.solved_patience = solved_patience
         self.min_history_chars = min_history_chars
         self.recompact_gap = recompact_gap
         self.continuation_window = continuation_window
+        self.ground_truth = ground_truth
         self._investigator = ReferenceAgent("never")
 
     def review(self, view: JudgeView, candidate: PolicyOutput) -> Verdict:
-        if view.task.ground_truth is None:
-            return ACCEPT
-        facts = Facts.of(view)
+        if self.ground_truth and view.task.ground_truth is None:
+            raise ValueError(
+                f"task {view.task.instance_id}: the ground-truth oracle needs the task's "
+                "ground_truth (files and functions the bug touches); it has none"
+            )
+        facts = Facts.of(view, self.ground_truth)
         action = view.parse(candidate)
         if facts.forced:
             return self._review_summary(view, facts, action)
@@ -133,12 +146,12 @@ class OracleJudge:
     def _keeps_searching(
         self, view: JudgeView, facts: Facts, action: Bash | Submit
     ) -> Verdict | None:
+        place = facts.located_in_segment
         if not (
             isinstance(action, Bash)
-            and facts.located_in_segment
+            and place is not None
             and not facts.changed
-            and facts.located_step is not None
-            and view.step - facts.located_step > self.solved_patience
+            and view.step - place.step > self.solved_patience
             and facts.history_chars >= self.min_history_chars
             and is_search_or_read(action.command)
         ):
@@ -147,8 +160,8 @@ class OracleJudge:
             decision="correct",
             correction="trigger",
             replacement=oracle_summary(view, facts),
-            reason=f"the bug was located at step {facts.located_step} and the policy keeps "
-            "searching: compact now",
+            reason=f"`{place.function}` in {place.path} was located at step {place.step} and "
+            "the policy keeps searching: compact now",
         )
 
     def _premature(self, view: JudgeView, facts: Facts) -> Verdict | None:
@@ -199,10 +212,8 @@ class OracleJudge:
         if planned is None or command.strip() == planned:
             return None
         before = [r for r in facts.results if r.step < event.step]
-        recorded = set(_paths(event.summary)) & {
-            f for r in before for f in files_read([CommandRecord(r.command, "", 0)])
-        }
-        rereads = recorded & set(files_read([CommandRecord(command, "", 0)]))
+        recorded = set(_paths(event.summary)) & {f for r in before for f in files_read_by(r)}
+        rereads = recorded & set(files_read_by(_as_result(command)))
         researched = is_search_or_read(command) and command.strip() in {
             r.command.strip() for r in before
         }
@@ -225,7 +236,19 @@ class OracleJudge:
         )
 
 
-# ---- where the bug is, as the agent has seen it -------------------------------------------------
+def _as_result(command: str) -> ToolResult:
+    return ToolResult(
+        step=-1,
+        command=command,
+        output="",
+        exit_code=0,
+        timed_out=False,
+        truncated=False,
+        duration_s=0.0,
+    )
+
+
+# ---- ground truth: only for OracleJudge(ground_truth=True) --------------------------------------
 
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
 
@@ -272,14 +295,10 @@ def gold_hunks(task: Task) -> list[Hunk]:
     return hunks
 
 
-def located_step(results: Sequence[ToolResult], task: Task) -> int | None:
-    """The step of the first command that showed the agent the buggy function's changed lines:
-    its output holds every changed line of a hunk of the gold patch (a read covering them:
-    ``cat``, ``sed -n``, ``grep -n``, a long pytest traceback) and its command or output names
-    that hunk's file; or its output names a buggy function together with its file (a traceback
-    frame ``path:54: in name`` or ``File "path", line 54, in name``, a ranking ``path::name``;
-    a grep hit ``path:15:def name`` is not one). None: never, or the task has no ground truth.
-    Text matching: a changed line that also occurs elsewhere in the same output counts."""
+def gold_located_step(results: Sequence[ToolResult], task: Task) -> int | None:
+    """The step of the first command whose output holds every changed line of a gold hunk
+    and whose command or output names that hunk's file, or whose output names a gold function
+    together with its file (a traceback frame, a ranking line). Ground truth; None: never."""
     if task.ground_truth is None:
         return None
     hunks = gold_hunks(task)
@@ -298,6 +317,20 @@ def located_step(results: Sequence[ToolResult], task: Task) -> int | None:
     return None
 
 
+def gold_places(results: Sequence[ToolResult], task: Task) -> tuple[Place, ...]:
+    """The gold functions, each in its file, from ``gold_located_step`` on (ground truth)."""
+    step = gold_located_step(results, task)
+    if step is None or task.ground_truth is None:
+        return ()
+    files = task.ground_truth.files
+    places = []
+    for function in task.ground_truth.functions:
+        module = function.split(":")[0].replace(".", "/")
+        path = next((f for f in files if f.removesuffix(".py").endswith(module)), files[0])
+        places.append(Place(path, _short(function), step, "gold_patch", step))
+    return tuple(places)
+
+
 # between a file and a function: a pytest frame ``:54: in``, a Python one ``", line 54, in``, a
 # ranking's ``::`` or ``:`` (a grep hit ``path:15:def name`` is none of them)
 _FRAME = r'(?::\d+: in |", line \d+, in |::?)'
@@ -309,24 +342,7 @@ def _names_file(text: str, path: str) -> bool:
     return path in text or re.search(rf"(?<![\w.]){name}\b", text) is not None
 
 
-# ---- facts about commands and summaries ------------------------------------------------------
-
-
-def is_search_or_read(command: str) -> bool:
-    """A command that only looks: grep/find/ls, or shows a file (cat, head, ``sed -n``)."""
-    for part in re.split(r"&&|\|\||;|\||\n", command):
-        try:
-            words = shlex.split(part, comments=True)
-        except ValueError:
-            words = part.split()
-        if not words:
-            continue
-        first = words[0]
-        in_place = any(w == "-i" or w.startswith("-i.") for w in words[1:])
-        if first in _SEARCH_OR_READ or (first in {"sed", "awk"} and not in_place):
-            continue
-        return False
-    return bool(command.strip())
+# ---- facts about summaries -------------------------------------------------------------------
 
 
 def next_section(summary: str) -> str:
@@ -349,70 +365,85 @@ def _paths(text: str) -> list[str]:
 
 
 def summary_problems_against_state(view: JudgeView, facts: Facts, summary: str) -> list[str]:
+    """What is wrong with ``summary`` given the state (module docstring, working_state)."""
     audit = audit_summary(
-        summary, view.step, facts.changed, facts.last_run, view.task, facts.located
-    )
+        summary, view.step, facts.changed, facts.evidence.last_run, view.task, False
+    )  # the audit's key-state check reads the ground truth: the place check below replaces it
     problems = list(audit.problems)
+    if facts.places and not any(_names_place(summary, p) for p in facts.places):
+        located = ", ".join(f"{p.function} in {p.path}" for p in facts.places)
+        problems.append(f"key state: the summary names no located place ({located})")
     if not parse_sections(summary).get("task"):
         problems.append("constraint: the summary does not restate the task")
+    if not facts.ground_truth:  # the privileged judge takes the gold place as known
+        problems.extend(unsupported_claims(summary, facts.evidence))
     return problems
+
+
+def _names_place(summary: str, place: Place) -> bool:
+    return (
+        place.path in summary or re.search(rf"\b{re.escape(place.function)}\b", summary) is not None
+    )
 
 
 # ---- the oracle's own summary ----------------------------------------------------------------
 
 
 def oracle_summary(view: JudgeView, facts: Facts) -> str:
-    """A template summary grounded in the real state (see the module docstring)."""
-    task = view.task
-    assert task.ground_truth is not None
-    records = [CommandRecord(r.command, r.output, r.exit_code) for r in facts.results]
-    read = files_read(records)
+    """A template summary of what the history shows (see the module docstring)."""
+    evidence = facts.evidence
     known = []
-    if facts.failing:
-        known.append(f"- Failing tests: {', '.join(facts.failing[:10])}")
-    if facts.located:
-        functions = ", ".join(f"`{_short(f)}`" for f in task.ground_truth.functions)
-        known.append(f"- The bug is in {functions} in {', '.join(task.ground_truth.files)}.")
-        ruled_out = [f for f in read if f not in task.ground_truth.files and "test" not in f]
-        looked_at = f"## Ruled out\n{', '.join(ruled_out) or 'nothing yet'}\n"
-    else:  # nothing from the ground truth: the files read, no conclusion drawn from them
-        known.append("- The bug is not located yet.")
-        looked_at = f"## Read so far\n{', '.join(read) or 'nothing yet'}\n"
+    if evidence.failing:
+        known.append(f"- Failing tests (last run): {', '.join(evidence.failing[:10])}")
+    known.extend(f"- {place.evidence()}" for place in facts.places[:5])
+    if not facts.places:
+        known.append(
+            "- Not located yet: no failing run's traceback, ranking or failing statement "
+            "points to code that was read."
+        )
     tests = "not run yet"
-    if facts.last_run is not None:
-        tests = f"last run: {facts.last_run.failed} failed, {facts.last_run.passed} passed"
-        if facts.failing:
-            tests += "; failing: " + ", ".join(facts.failing[:10])
+    if evidence.last_run is not None:
+        tests = (
+            f"last completed run (step {evidence.last_run_step}): {evidence.last_run.failed} "
+            f"failed, {evidence.last_run.passed} passed"
+        )
+        if evidence.failing:
+            tests += "; failing: " + ", ".join(evidence.failing[:10])
     if facts.changed:
-        verified = facts.last_run is not None and facts.last_run.failed == 0
-        state = "verified: the last test run passes" if verified else "not verified yet"
+        state = (
+            "verified: a test run after the last change passes"
+            if evidence.verified
+            else "not verified yet"
+        )
         workspace = "\n".join(f"- {path}: changed, {state}" for path in facts.changed)
     else:
         workspace = "no changes yet"
     return (
         f"{SUMMARY_HEADER}\n"
-        f"## Task\n{_first_line(task.problem_statement)}\n"
+        f"## Task\n{_first_line(view.task.problem_statement)}\n"
         f"## Known\n" + "\n".join(known) + "\n"
-        f"{looked_at}"
+        f"## Read so far\n{', '.join(evidence.files_read) or 'nothing yet'}\n"
         f"## Workspace\n{workspace}\n"
         f"## Tests\n{tests}\n"
-        f"## Next\n{_plan(task.ground_truth.files, task.ground_truth.functions, facts)}\n"
+        f"## Next\n{_plan(facts)}\n"
     )
 
 
-def _plan(files: Sequence[str], functions: Sequence[str], facts: Facts) -> str:
-    failing = " ".join(shlex.quote(t) for t in facts.failing)
-    if facts.last_run is None:
+def _plan(facts: Facts) -> str:
+    evidence = facts.evidence
+    failing = " ".join(shlex.quote(t) for t in evidence.failing)
+    if evidence.last_run is None:
         return f"Run the test suite: `{_TEST_COMMAND} 2>&1 | tail -n 40`"
-    if not facts.located:
+    if not facts.changed and not facts.places:
         command = f"{_TEST_COMMAND} --tb=short {failing} 2>&1 | tail -n 80"
         return f"Read the failing tests' tracebacks: `{command}`"
     if not facts.changed:
-        name = _short(functions[0]) if functions else ""
-        return f"Read {name} to edit it: `grep -n -A 30 'def {name}' {shlex.quote(files[0])}`"
-    if facts.last_run.failed:
+        place = facts.places[-1]
+        command = f"grep -n -A 30 'def {place.function}' {shlex.quote(place.path)}"
+        return f"Read {place.function} to edit it: `{command}`"
+    if not evidence.verified:
         command = f"{_TEST_COMMAND} {failing} 2>&1 | tail -n 40"
-        return f"Fix the edit, then rerun the failing tests: `{command}`"
+        return f"Check the edit: rerun the failing tests: `{command}`"
     return "Submit the verified fix: `submit`"
 
 

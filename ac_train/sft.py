@@ -12,11 +12,18 @@ the padding actually fed to the model is measured and reported.
 Checkpoints are written every ``save_steps`` and ``resume_from_checkpoint`` continues one.
 
 Defaults follow the method's SFT stage: 2 epochs, learning rate 5e-7, batch 8. Presets
-(``SFT_PRESETS``, ``SFTRunConfig.from_preset``) name the SFT rows of the method's main table:
-``autocompact_sft`` trains every executed policy and judge output of judge-corrected
-trajectories (AutoCompact-SFT: "imitate the executed, corrected trajectories");
-``swe_compressor`` trains only the summaries that answered a forced-compaction request (the
-summarizer alone, as SWE-Compressor is approximated here).
+(``SFT_PRESETS``, ``SFTRunConfig.from_preset``) name the SFT rows of the method's main table,
+two SFT-only learners of proactive compaction that differ exactly by the Judge's correction:
+
+- ``autocompact_sft`` (``trained_outputs="all"``) trains every executed policy and judge output
+  of judge-corrected trajectories (AutoCompact-SFT: "imitate the executed, corrected
+  trajectories", the continuation after each correction included);
+- ``swe_compressor`` (``trained_outputs="uncorrected"``) trains uncorrected demonstrations:
+  every executed output of a trajectory no judge corrected (when it compacts, what its summaries
+  say and how it goes on, as the demonstrator did them), and of a corrected trajectory only the
+  outputs before its first correction (what follows was shaped by the correction). Its data is
+  a collection with ``--judge none`` (or ``--shadow``) of the same worker on the same tasks and
+  seeds as AutoCompact-SFT's; on such data the two presets train the same tokens.
 """
 
 from __future__ import annotations
@@ -38,7 +45,7 @@ from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 from ac_train.models import load_model
 from ac_train.segments import IGNORE_INDEX, Segment, read_segments, write_segments
 
-TrainedOutputs = Literal["all", "forced_summaries"]
+TrainedOutputs = Literal["all", "uncorrected"]
 
 
 class SFTRunConfig(BaseModel):
@@ -61,8 +68,8 @@ class SFTRunConfig(BaseModel):
     )
     trained_outputs: TrainedOutputs = Field(
         default="all",
-        description="'all' executed policy and judge outputs, or 'forced_summaries' only "
-        "(the summaries that answered a forced-compaction request)",
+        description="'all' executed policy and judge outputs, or 'uncorrected': the policy's "
+        "outputs before its trajectory's first judge correction (all of them when none)",
     )
     lr_scheduler_type: str = "linear"
     warmup_steps: int = Field(default=0, ge=0)
@@ -97,7 +104,7 @@ class SFTRunConfig(BaseModel):
 
 SFT_PRESETS: dict[str, dict[str, Any]] = {
     "autocompact_sft": {"trained_outputs": "all", "train_format_errors": False},
-    "swe_compressor": {"trained_outputs": "forced_summaries", "train_format_errors": False},
+    "swe_compressor": {"trained_outputs": "uncorrected", "train_format_errors": False},
 }
 """The SFT rows of the method's main table as ``SFTRunConfig`` settings (module docstring)."""
 
@@ -143,17 +150,32 @@ class PaddingMeter:
 
 
 def sft_labels(
-    segment: Segment, train_format_errors: bool = False, trained_outputs: TrainedOutputs = "all"
+    segment: Segment,
+    train_format_errors: bool = False,
+    trained_outputs: TrainedOutputs = "all",
+    first_correction: int | None = None,
 ) -> list[int]:
-    """``segment.sft_labels``, restricted to the forced summaries when ``trained_outputs`` asks."""
+    """``segment.sft_labels``; with ``"uncorrected"``, only the outputs of steps before
+    ``first_correction`` (the step of its trajectory's first judge output; None: no judge
+    output, so every output)."""
     labels = segment.sft_labels(train_format_errors)
-    if trained_outputs == "all":
+    if trained_outputs == "all" or first_correction is None:
         return labels
-    kept = [IGNORE_INDEX] * len(labels)
     for span in segment.outputs:
-        if span.forced_summary:
-            kept[span.start : span.end] = labels[span.start : span.end]
-    return kept
+        if span.step >= first_correction:
+            labels[span.start : span.end] = [IGNORE_INDEX] * (span.end - span.start)
+    return labels
+
+
+def first_corrections(segments: Sequence[Segment]) -> dict[str, int]:
+    """Trajectory id -> the step of its first judge output, for trajectories that have one."""
+    first: dict[str, int] = {}
+    for segment in segments:
+        for span in segment.outputs:
+            if span.produced_by == "judge":
+                known = first.get(segment.trajectory_id, span.step)
+                first[segment.trajectory_id] = min(known, span.step)
+    return first
 
 
 def sft_dataset(
@@ -163,14 +185,18 @@ def sft_dataset(
     trained_outputs: TrainedOutputs = "all",
 ) -> tuple[Dataset, int, int]:
     """The trainer's dataset (``input_ids``, ``labels``, ``length``, ``segment_id``), and how
-    many segments were dropped for being longer than ``max_length`` / having no trained token."""
+    many segments were dropped for being longer than ``max_length`` / having no trained token.
+    ``"uncorrected"`` reads each trajectory's first correction from all of ``segments``."""
+    first = first_corrections(segments) if trained_outputs == "uncorrected" else {}
     rows: dict[str, list[Any]] = {"input_ids": [], "labels": [], "length": [], "segment_id": []}
     too_long = untrained = 0
     for segment in segments:
         if len(segment.input_ids) > max_length:
             too_long += 1
             continue
-        labels = sft_labels(segment, train_format_errors, trained_outputs)
+        labels = sft_labels(
+            segment, train_format_errors, trained_outputs, first.get(segment.trajectory_id)
+        )
         if all(label == IGNORE_INDEX for label in labels):
             untrained += 1
             continue

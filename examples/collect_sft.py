@@ -10,8 +10,14 @@ it is first warm-started on the reference agent's trajectories (behaviour clonin
 2. ``bc``: SFT of the model on those segments;
 3. ``collect``: the ``bc`` model on the same tasks with the oracle judge correcting timing,
    summaries and continuations before each step executes;
-4. ``judge-sft``: SFT of ``bc`` on the corrected segments (format errors not trained);
-5. ``eval-*``: base, ``bc`` and ``judge-sft`` on the first ``--eval-tasks`` held-out *eval*
+4. ``judge-sft``: SFT of ``bc`` on the corrected segments (format errors not trained: the
+   ``autocompact_sft`` preset);
+   with ``--swe-compressor``, also ``collect-uncorrected`` (the ``bc`` model on the same tasks
+   and seeds, no judge) and ``swe-compressor``: SFT of ``bc`` on those uncorrected
+   demonstrations (the ``swe_compressor`` preset), so that it and ``judge-sft`` differ exactly
+   by the judge's correction, as the method's SWE-Compressor and AutoCompact-SFT rows do;
+5. ``eval-*``: base, ``bc`` and ``judge-sft`` (and ``swe-compressor``) on the first
+   ``--eval-tasks`` held-out *eval*
    tasks (easy, then medium, then hard), the judge in shadow mode (verdicts recorded, never
    applied). Figures (``ac_train.shadow_eval``): valid-action rate, proactive compactions at
    the right time, summaries that omit the key state or the next step, re-reads after a
@@ -64,6 +70,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--learning-rate", type=float, default=1e-4, help="for a 135M model")
     parser.add_argument("--max-length", type=int, default=4096, help="longer segments dropped")
     parser.add_argument("--threads", type=int, default=2, help="torch and llama.cpp threads")
+    parser.add_argument(
+        "--swe-compressor",
+        action="store_true",
+        help="also train and evaluate SWE-Compressor: SFT on the same model's uncorrected runs",
+    )
     parser.add_argument("--quick", action="store_true", help="1 task, 2 steps, 1 SFT step")
     args = parser.parse_args()
     if args.quick:
@@ -106,10 +117,18 @@ def timed(out: Path, stage: str, run: Callable[[], T]) -> T:
     return result
 
 
-def fine_tune(args: argparse.Namespace, model: str, data: Path, out: Path, epochs: float) -> str:
+def fine_tune(
+    args: argparse.Namespace,
+    model: str,
+    data: Path,
+    out: Path,
+    epochs: float,
+    preset: str = "autocompact_sft",
+) -> str:
     final = out / "final"
     if not final.exists():
-        config = SFTRunConfig(
+        config = SFTRunConfig.from_preset(
+            preset,
             model=model,
             output_dir=out,
             epochs=epochs,
@@ -118,7 +137,6 @@ def fine_tune(args: argparse.Namespace, model: str, data: Path, out: Path, epoch
             batch_size=4,
             micro_batch_size=1,  # no padding on CPU
             max_length=args.max_length,
-            train_format_errors=False,
             activation_checkpointing=False,  # faster; SmolLM2 fits in memory without it
         )
         print(run_sft(config, data / "dataset" / "segments.jsonl").model_dump_json())
@@ -152,8 +170,28 @@ def main() -> None:
         print("no kept trajectory to train on: judge-sft is the bc model")
         judged = bc
 
-    print(f"== 5. held-out evaluation ({args.engine}), judge in shadow mode")
     checkpoints = {"base": args.model, "bc": bc, "judge-sft": judged}
+    if args.swe_compressor:
+        print("== 4b. SWE-Compressor: the same model's uncorrected runs, then SFT")
+        config = episodes(args, f"hf:{bc}", "train", judge="none")
+        plain = timed(
+            out, "collect-uncorrected", lambda: collect(config, out / "collect-uncorrected")
+        )
+        print(plain.model_dump_json())
+        data, compressor_out = out / "collect-uncorrected", out / "swe-compressor"
+        checkpoints["swe-compressor"] = (
+            timed(
+                out,
+                "swe-compressor",
+                lambda: fine_tune(
+                    args, bc, data, compressor_out, args.judge_epochs, "swe_compressor"
+                ),
+            )
+            if plain.segments
+            else bc
+        )
+
+    print(f"== 5. held-out evaluation ({args.engine}), judge in shadow mode")
     results = held_out(args, checkpoints, out)
     report(results, corrected, out)
 

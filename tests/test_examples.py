@@ -78,14 +78,21 @@ def test_collect_sft_quick_runs_every_stage(tmp_path: Path) -> None:
         str(tmp_path / "tiny"),
         "--out",
         "run",
+        "--swe-compressor",
         cwd=tmp_path,
-        timeout=400,
+        timeout=500,
     )
     for row in ("valid_action", "missed_next_step", "rereads_per_compaction", "success"):
         assert row in out
     results = json.loads((tmp_path / "run" / "results.json").read_text())
-    assert set(results["eval"]) == {"base", "bc", "judge-sft"}
-    assert set(results["paired"]) == {"bc - base", "judge-sft - bc", "judge-sft - base"}
+    assert set(results["eval"]) == {"base", "bc", "judge-sft", "swe-compressor"}
+    assert set(results["paired"]) == {
+        "bc - base",
+        "judge-sft - bc",
+        "swe-compressor - judge-sft",
+        "swe-compressor - base",
+    }
+    assert "collect-uncorrected" in results["wall_time_s"]
     assert results["eval"]["bc"]["tasks"] == 1
     assert {"bc-data", "bc", "eval-base"} <= set(results["wall_time_s"])
     assert (tmp_path / "run" / "bc" / "final").is_dir()

@@ -1,5 +1,6 @@
 """The Judge: the oracle's three checks (each with a case it corrects and one it accepts) on a
-real env and workspace, and the LLM judge's verdict parsing."""
+real env and workspace, decided from the execution history alone (ground truth only when
+asked), and the LLM judge's verdict parsing."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from ac_env.actions import Bash, Compact, TerminalParser
 from ac_env.bench.audit import changed_files
 from ac_env.compaction import summary_problems
 from ac_env.policy import PolicyOutput
-from ac_train.judge import JudgeView, LLMJudge, Verdict, apply_verdict, parse_verdict
+from ac_train.evidence import unsupported_claims
+from ac_train.judge import JudgeView, Verdict, apply_verdict, correction_rubric
+from ac_train.llm_judge import LLMJudge, parse_verdict
 from ac_train.oracle_judge import (
     Facts,
     OracleJudge,
@@ -22,6 +25,7 @@ from ac_train.oracle_judge import (
 
 RUN_TESTS = "```bash\npython3 -m pytest -q -p no:cacheprovider 2>&1 | tail -n 20\n```"
 READ_ROOT = "```bash\ncat calc/ops.py\n```"
+CRASH_IN_ADD = "```bash\npython3 -c 'from calc.ops import add; add(None, 1)'\n```"
 FIX = "```bash\nsed -i 's/a - b/a + b/' calc/ops.py\n```"
 GOOD_SUMMARY = """# Auto Context Summary
 ## Task
@@ -152,24 +156,106 @@ def test_a_glance_at_the_file_does_not_locate_the_bug(env, command):
     observation = play(env, RUN_TESTS, f"```bash\n{command}\n```")
     located, summary = corrected_summary(env, observation)
     assert not located
-    assert "not located yet" in summary
-    for earned_only in ("`add`", "Ruled out", "def add"):  # ground truth, not yet earned
+    assert "Not located yet" in summary
+    for earned_only in ("`add`", "Ruled out", "def add"):  # not shown by the history yet
         assert earned_only not in summary
     assert "calc/ops.py" not in summary.split("## Read so far")[0]
 
 
 @pytest.mark.parametrize(
-    "command",
+    "outputs",
     [
-        "sed -n 4,6p calc/ops.py",  # a read covering the changed line
-        "python3 -c 'import traceback' && echo 'calc/ops.py:6: in add'",  # a traceback frame
+        # the failing statement calls add, then a read shows add's code
+        (RUN_TESTS, "```bash\nsed -n 4,6p calc/ops.py\n```"),
+        # a traceback passes through add, then a read shows its code
+        (CRASH_IN_ADD, "```bash\ngrep -n -A 2 'def add' calc/ops.py\n```"),
     ],
 )
-def test_seeing_the_changed_lines_or_a_frame_locates_the_bug(env, command):
-    observation = play(env, RUN_TESTS, f"```bash\n{command}\n```")
+def test_a_failing_run_pointing_to_code_that_was_read_locates_the_bug(env, outputs):
+    observation = play(env, *outputs)
     located, summary = corrected_summary(env, observation)
     assert located
-    assert "The bug is in `add` in calc/ops.py" in summary and "## Ruled out" in summary
+    assert "`add` in calc/ops.py" in summary and "its code was read at step 1" in summary
+    assert "Ruled out" not in summary
+    assert unsupported_claims(summary, Facts.of(JudgeView.of(env, observation)).evidence) == []
+
+
+@pytest.mark.parametrize(
+    "outputs",
+    [
+        (READ_ROOT,),  # the whole file, gold hunk included, but no failing run behind it
+        (CRASH_IN_ADD,),  # a traceback into add, but add's code never read
+        (RUN_TESTS, "```bash\ncat calc/__init__.py\n```"),  # a failing run, other code read
+    ],
+)
+def test_seeing_the_buggy_code_without_evidence_locates_nothing(env, outputs):
+    """The previous default located the bug on a single bulk ``cat`` (it shows the gold hunk's
+    lines and names the file); only the ground-truth option still does."""
+    observation = play(env, *outputs)
+    located, summary = corrected_summary(env, observation)
+    assert not located and "Not located yet" in summary and "`add`" not in summary
+    early = review(OracleJudge(), env, observation, GOOD_SUMMARY)
+    assert early.correction == "trigger" and "not located" in early.reason
+
+
+def test_the_ground_truth_option_locates_from_the_gold_patch(env):
+    observation = play(env, READ_ROOT)
+    view = JudgeView.of(env, observation)
+    privileged = Facts.of(view, ground_truth=True)
+    assert privileged.located and not Facts.of(view).located
+    summary = oracle_summary(view, privileged)
+    assert "The bug is in `add` in calc/ops.py." in summary
+    assert any(p.startswith("location:") for p in unsupported_claims(summary, privileged.evidence))
+    untested = GOOD_SUMMARY.split("## Tests")[0] + "## Next" + GOOD_SUMMARY.split("## Next")[1]
+    assert review(OracleJudge(ground_truth=True), env, observation, untested) == Verdict(
+        decision="accept"
+    )
+    assert review(OracleJudge(), env, observation, untested).correction == "trigger"
+
+
+def test_the_ground_truth_option_refuses_a_task_without_ground_truth(env):
+    observation = play(env, READ_ROOT)
+    view = JudgeView.of(env, observation)
+    bare = view.task.model_copy(update={"ground_truth": None})
+    blind = JudgeView(view.observation, bare, view.trajectory, view.diff, view.step, view.parser)
+    with pytest.raises(ValueError, match="ground_truth"):
+        OracleJudge(ground_truth=True).review(blind, PolicyOutput(text=GOOD_SUMMARY))
+    assert OracleJudge().review(blind, PolicyOutput(text=GOOD_SUMMARY)).correction == "trigger"
+
+
+def test_working_state_corrects_a_cause_the_history_does_not_show(tiny_task_file):
+    env = gym.make(
+        "AutoCompact-SWE-v0",
+        task_source=str(tiny_task_file),
+        split=None,
+        forced_compaction_threshold=1,
+    )
+    try:
+        observation, _ = env.reset(options={"task_id": "tiny-calc-1"})
+        observation, *_ = env.step(READ_ROOT)
+        guessed = GOOD_SUMMARY.replace("1 failed, 1 passed: tests/test_ops.py::test_add fails", "")
+        verdict = review(OracleJudge(), env, observation, guessed)
+        assert verdict.correction == "working_state"
+        assert "location:" in verdict.reason and "names add, calc/ops.py" in verdict.reason
+        assert "`add`" not in verdict.replacement
+    finally:
+        env.close()
+
+
+def test_a_stale_passing_run_does_not_verify_a_later_edit(env):
+    observation = play(
+        env, RUN_TESTS, READ_ROOT, FIX, RUN_TESTS, "```bash\necho '# x' >> calc/ops.py\n```"
+    )
+    view = JudgeView.of(env, observation)
+    facts = Facts.of(view)
+    assert facts.evidence.last_run.failed == 0 and not facts.evidence.verified
+    summary = oracle_summary(view, facts)
+    assert "calc/ops.py: changed, not verified yet" in summary
+    claimed = summary.replace("not verified yet", "verified")
+    assert any(p.startswith("workspace:") for p in unsupported_claims(claimed, facts.evidence))
+    observation = play(env, RUN_TESTS, READ_ROOT, FIX, RUN_TESTS)
+    view = JudgeView.of(env, observation)
+    assert "changed, verified" in oracle_summary(view, Facts.of(view))
 
 
 def test_a_forced_summary_before_locating_states_no_conclusion(tiny_task_file):
@@ -184,7 +270,7 @@ def test_a_forced_summary_before_locating_states_no_conclusion(tiny_task_file):
         observation, *_ = env.step("```bash\nhead -n 3 calc/ops.py\n```")
         verdict = review(OracleJudge(), env, observation, "```bash\nls\n```")
         assert verdict.correction == "working_state"
-        assert "not located yet" in verdict.replacement and "`add`" not in verdict.replacement
+        assert "Not located yet" in verdict.replacement and "`add`" not in verdict.replacement
         _, _, _, _, info = env.step(apply_verdict(PolicyOutput(text="ls"), verdict))
         assert info["compaction"]["summarizer"] == "judge"
         assert env.unwrapped.trajectory.compactions()[-1].summarizer == "judge"
@@ -228,6 +314,11 @@ def test_parse_verdict():
     text = 'Sure. {"decision": "correct", "correction": "continuation", "replacement": "x"} ok'
     assert parse_verdict(text).correction == "continuation"
     assert parse_verdict('{"decision": "maybe"}') is None
+    schema_accept = (
+        '{"decision": "accept", "correction": "none", "replacement": "", "reason": "ok"}'
+    )
+    assert parse_verdict(schema_accept) == Verdict(decision="accept", reason="ok")
+    assert parse_verdict('{"decision": "correct", "correction": "trigger"}') is None
     assert parse_verdict("no json here") is None
 
 
@@ -243,20 +334,30 @@ class Answers:
         return PolicyOutput(text=self.answers.pop(0))
 
 
-def test_llm_judge_uses_a_valid_verdict_and_accepts_what_it_cannot_parse(env):
+def test_llm_judge_uses_a_valid_verdict_and_accepts_what_it_cannot_use(env):
     observation = play(env, RUN_TESTS)
     replacement = (
         '{"decision": "correct", "correction": "trigger", "replacement": "```bash\\nls\\n```"}'
     )
     bad_action = '{"decision": "correct", "correction": "trigger", "replacement": "just ls"}'
-    backend = Answers(replacement, bad_action, "I think it is fine")
+    wrong_kind = replacement.replace('"trigger"', '"working_state"')  # a command, no summary
+    backend = Answers(replacement, bad_action, wrong_kind, "I think it is fine")
     judge = LLMJudge(backend)
     assert review(judge, env, observation, GOOD_SUMMARY).replacement == "```bash\nls\n```"
-    assert review(judge, env, observation, GOOD_SUMMARY).decision == "accept"
-    assert review(judge, env, observation, GOOD_SUMMARY).decision == "accept"
-    assert judge.unparsable == 2
+    for _ in range(3):
+        assert review(judge, env, observation, GOOD_SUMMARY).decision == "accept"
+    assert judge.rejected == {"not_an_action": 1, "wrong_kind": 1, "no_verdict": 1}
     prompt = backend.prompts[0]
     assert "working_state" in prompt[0]["content"] and GOOD_SUMMARY in prompt[1]["content"]
+
+
+def test_the_llm_judge_is_given_the_oracles_rubric(env):
+    observation = play(env, RUN_TESTS)
+    backend = Answers('{"decision": "accept"}')
+    LLMJudge(backend).review(JudgeView.of(env, observation), PolicyOutput(text=GOOD_SUMMARY))
+    system = backend.prompts[0][0]["content"]
+    assert correction_rubric() in system
+    assert "located only when the history shows" in system
 
 
 def test_llm_judge_sees_the_real_diff_and_test_tally(env):
@@ -276,4 +377,4 @@ def test_llm_judge_on_a_real_model_never_crashes(env):
     judge = LLMJudge(TransformersPolicy(model, tokenizer, max_new_tokens=16, seed=0))
     observation = play(env, RUN_TESTS)
     verdict = review(judge, env, observation, GOOD_SUMMARY)
-    assert verdict.decision == "accept" and judge.unparsable == 1
+    assert verdict.decision == "accept" and judge.rejected == {"no_verdict": 1}

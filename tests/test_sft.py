@@ -13,8 +13,10 @@ from datasets import load_from_disk
 import ac_env  # noqa: F401  (registers the env id)
 from ac_env.agents.rollout import rollout
 from ac_env.compaction.texts import COMPACTION_REQUEST
+from ac_env.policy import PolicyOutput
 from ac_env.trajectory import Trajectory
 from ac_train.cli import build_parser, main, sft_config
+from ac_train.judge import Verdict, apply_verdict
 from ac_train.models import load_model, tiny_model_and_tokenizer
 from ac_train.segments import IGNORE_INDEX, Segment, read_segments, segment_trajectory
 from ac_train.sft import (
@@ -160,25 +162,81 @@ def test_format_errors_are_not_trained_through_any_path_unless_asked(segments, t
     assert errors <= trained_positions(dataset)
 
 
-def test_sft_presets_train_what_their_row_of_the_method_table_says(trajectory, segments):
-    """swe_compressor: only the summary that answered the forced request; autocompact_sft:
-    every executed output but the format error."""
-    compressor = SFTRunConfig.from_preset("swe_compressor", output_dir="x")
-    assert compressor.trained_outputs == "forced_summaries"
-    dataset, _, _ = sft_dataset(segments, 10**6, trained_outputs=compressor.trained_outputs)
-    forced = span_positions(segments, lambda span: span.forced_summary)
-    (forced_call,) = [c for c in trajectory.model_calls() if c.forced_compaction_request]
-    assert {span.step for seg in segments for span in seg.outputs if span.forced_summary} == {
-        forced_call.step
-    }
-    assert trained_positions(dataset) == forced
-    autocompact = SFTRunConfig.from_preset("autocompact_sft", output_dir="x")
-    assert autocompact.trained_outputs == "all" and not autocompact.train_format_errors
-    dataset, _, _ = sft_dataset(segments, 10**6, trained_outputs=autocompact.trained_outputs)
+class CorrectsStep:
+    """A judge's hook that replaces the candidate of one step (a continuation correction)."""
+
+    def __init__(self, step: int, replacement: str) -> None:
+        self.step, self.replacement = step, replacement
+        self.seen = 0
+
+    def __call__(self, env, observation, candidate):
+        self.seen += 1
+        if self.seen - 1 != self.step:
+            return candidate
+        text = candidate.text if isinstance(candidate, PolicyOutput) else candidate
+        verdict = Verdict(
+            decision="correct", correction="continuation", replacement=self.replacement
+        )
+        return apply_verdict(PolicyOutput(text=text), verdict)
+
+
+@pytest.fixture(scope="module")
+def corrected_segments(tiny_task_file, tiny_dir) -> list[Segment]:
+    """The fixture trajectory's policy, with the judge replacing its step-3 command (the one
+    after its proactive summary) by the fix: policy outputs before and after the correction."""
+    turns = [bash("grep -n 'def add' -A2 calc/ops.py"), "hmm", SUMMARY, bash("seq 1 60")]
+    turns += [bash("ls"), bash("submit")]
+    env = gym.make(
+        "AutoCompact-SWE-v0",
+        task_source=str(tiny_task_file),
+        split=None,
+        system_prompt=SYSTEM,
+        forced_compaction_threshold=250,
+    )
+    review = CorrectsStep(3, bash("sed -i 's/a - b/a + b/' calc/ops.py"))
+    trajectory = rollout(env, Scripted(turns), options={"task_id": "tiny-calc-1"}, review=review)
+    env.close()
+    _, tokenizer = load_model(str(tiny_dir))
+    return segment_trajectory(trajectory, tokenizer)
+
+
+def preset_positions(preset: str, segments: list[Segment]) -> set[tuple[str, int]]:
+    config = SFTRunConfig.from_preset(preset, output_dir="x")
+    dataset, _, _ = sft_dataset(segments, 10**6, config.train_format_errors, config.trained_outputs)
+    return trained_positions(dataset)
+
+
+def test_the_two_sft_presets_differ_exactly_by_the_judges_correction(
+    trajectory, segments, corrected_segments
+):
+    """On uncorrected demonstrations both presets train every executed output but the format
+    error: when to compact (the proactive summary), what to write (both summaries) and how to
+    go on (the commands after them). On a corrected trajectory AutoCompact-SFT trains the
+    judge's output and everything after it; SWE-Compressor only what came before it."""
     everything = span_positions(segments, lambda span: not span.format_error)
-    assert trained_positions(dataset) == everything
+    compressor = preset_positions("swe_compressor", segments)
+    assert compressor == preset_positions("autocompact_sft", segments) == everything
+    proactive, forced = (e.step for e in trajectory.compactions())
+    for step in (proactive, forced):  # the decision to compact, and both summaries
+        assert span_positions(segments, lambda span, step=step: span.step == step) <= compressor
+    going_on = span_positions(segments, lambda span: span.step > forced)
+    assert going_on and going_on <= compressor  # the commands after a summary
+
+    spans = [(seg, span) for seg in corrected_segments for span in seg.outputs]
+    (judged,) = [span.step for _, span in spans if span.produced_by == "judge"]
+    assert any(span.produced_by == "policy" and span.step > judged for _, span in spans)
+    autocompact = preset_positions("autocompact_sft", corrected_segments)
+    compressor = preset_positions("swe_compressor", corrected_segments)
+    assert autocompact == span_positions(corrected_segments, lambda span: not span.format_error)
+    before = span_positions(
+        corrected_segments, lambda span: span.step < judged and not span.format_error
+    )
+    assert compressor == before and compressor < autocompact
+    summary = span_positions(corrected_segments, lambda span: span.step == proactive)
+    assert summary and summary <= compressor  # its own compaction, before the correction
     line = ["sft", "--data", "x.jsonl", "--output-dir", "x", "--preset", "swe_compressor"]
-    assert sft_config(build_parser("sft").parse_args(line)) == compressor
+    expected = SFTRunConfig.from_preset("swe_compressor", output_dir="x")
+    assert sft_config(build_parser("sft").parse_args(line)) == expected
 
 
 @pytest.mark.slow
