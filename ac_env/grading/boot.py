@@ -407,20 +407,20 @@ class Reporter:
                 values = dict(vars(module))
                 kept = {k: v for k, v in values.items() if _is_definition(v)}
                 self.namespaces.append((name, vars(module), kept))
-        sys.audit("autocompact.integrity", *self._problems("during collection", files=True))
+        sys.audit("autocompact.integrity", self._problems("during collection", files=True))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_make_collect_report(self, collector: Any) -> None:
         path = str(getattr(collector, "path", getattr(collector, "fspath", "")))
         if path in self.hashes and _hash(path) != self.hashes[path]:
             reason = f"{os.path.relpath(path, self.repo)} changed on disk (before collection)"
-            sys.audit("autocompact.integrity", [reason], [])
+            sys.audit("autocompact.integrity", [reason])
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_protocol(self, item: Any) -> Iterator[None]:
         sys.audit("autocompact.begin", item.nodeid)
         yield
-        sys.audit("autocompact.integrity", *self._problems(f"during {item.nodeid}"))
+        sys.audit("autocompact.integrity", self._problems(f"during {item.nodeid}"))
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_call(self, item: Any) -> Iterator[None]:
@@ -447,15 +447,14 @@ class Reporter:
 
     # -- integrity ---------------------------------------------------------------------------
 
-    def _problems(self, when: str, files: bool = False) -> tuple[list[str], list[str]]:
-        """(tampering, oddities) so far: the machinery, the graded test modules' definitions,
+    def _problems(self, when: str, files: bool = False) -> list[str]:
+        """The tampering found so far in the machinery, the graded test modules' definitions,
         hooks (when plugins came or went), and with ``files`` the watched files. (The import
         system's finders are not watched: libraries add their own, and a finder cannot run a
         test module's code: the guard refuses that to anything but the import system.)"""
         if not self.checks:
-            return [], []
+            return []
         found = list(self.machinery.changes())
-        odd: list[str] = []
         for name, namespace, kept in self.namespaces:
             changed = sorted(k for k, v in kept.items() if namespace.get(k, self) is not v)
             if changed:
@@ -467,7 +466,7 @@ class Reporter:
         if plugins != self.plugins:
             self.plugins = plugins
             found += [f"a plugin or hook from {p} was registered" for p in self._foreign_plugins()]
-        return [f"{reason} ({when})" for reason in found], [f"{r} ({when})" for r in odd]
+        return [f"{reason} ({when})" for reason in found]
 
     def _foreign_plugins(self) -> list[str]:
         """Files of the repository, other than allowed conftests, that registered a plugin
@@ -603,10 +602,10 @@ def main() -> None:
         with contextlib.suppress(Exception):
             stream_object.flush()
     try:
-        sys.audit("autocompact.integrity", *reporter._problems("at the end", files=True))
+        sys.audit("autocompact.integrity", reporter._problems("at the end", files=True))
     except Exception as caught:
         failure = f"the runner's own checks failed: {caught!r}"[:500]
-        sys.audit("autocompact.integrity", [failure], [])
+        sys.audit("autocompact.integrity", [failure])
     sys.audit("autocompact.end", exit_code, error)
     os.close(stream)
     with contextlib.suppress(OSError):

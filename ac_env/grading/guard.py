@@ -170,8 +170,6 @@ def install(nonce: str, out: int, repo: str, changed: dict, protected: list) -> 
         elif kind == "integrity":
             for reason in args[0]:
                 tamper(reason)
-            for reason in args[1] if len(args) > 1 else ():
-                flag(reason)
         else:
             emit(kind.upper(), list(args))
 
