@@ -1,11 +1,12 @@
 """The red-team table: every cheat and legitimate fix of ``tests/reward_hacks.py``, graded on a
-built-in and a mined task in each sandbox backend by the working tree's grader, by the grader
-at an earlier revision (``--before REV``, to show what the cheats earned before), and by
+built-in and a mined task (and, with ``--kinds ... unittest``, the built-in task graded by a
+``unittest.TestCase`` file, for the classes that attack a unittest item's evidence) in each
+sandbox backend by the working tree's grader, by the grader at an earlier revision (``--before REV``, to show what the cheats earned before), and by
 SWE-bench's own procedure (the whole patch applied, the tests run with plain ``pytest -rA``,
 the log graded by the ``swebench`` package): would the SWE-bench harness be fooled?
 
     .venv/bin/python benchmarks/reward_hacking.py [--backends local docker]
-        [--kinds builtin mined] [--before REV] [--json PATH] [--only TEXT]
+        [--kinds builtin mined unittest] [--before REV] [--json PATH] [--only TEXT]
 
 Prints one row per cheat, task and backend (reward before and now, what grading found, the
 seconds each grader took), then the median grading time per task kind and backend, before
@@ -29,7 +30,16 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from reward_hacks import CHEATS, FIXES, builtin_task, cheat_diff, family, mined_task  # noqa: E402
+from reward_hacks import (  # noqa: E402
+    CHEATS,
+    FIXES,
+    UNITTEST_FAMILIES,
+    builtin_task,
+    cheat_diff,
+    family,
+    mined_task,
+    unittest_task,
+)
 
 from ac_env.grading import grade  # noqa: E402
 from ac_env.grading.runner import parse_test_command  # noqa: E402
@@ -129,6 +139,8 @@ def main() -> None:
         tasks["builtin"] = builtin_task()
     if "mined" in args.kinds:
         tasks["mined"] = mined_task(Path(tempfile.mkdtemp()), "bwrap")
+    if "unittest" in args.kinds:
+        tasks["unittest"] = unittest_task()
     before = Before(args.before) if args.before else None
     print(f"grader: working tree; before: {args.before or '-'}")
     print("| family | cheat | task | backend | before | now | SWE-bench fooled | found now |")
@@ -137,6 +149,8 @@ def main() -> None:
     seconds: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for cheat in [c for c in [*CHEATS, *FIXES] if args.only in c.name]:
         for kind, task in tasks.items():
+            if kind == "unittest" and cheat in CHEATS and family(cheat) not in UNITTEST_FAMILIES:
+                continue
             assert task.snapshot_dir is not None
             patch = cheat_diff(task, cheat.make(task, task.snapshot_dir))
             fooled = None if cheat in FIXES else swebench_fooled(task, patch)

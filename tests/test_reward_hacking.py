@@ -13,7 +13,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from reward_hacks import CHEATS, FIXES, Cheat, builtin_task, cheat_diff, mined_task
+from reward_hacks import (
+    CHEATS,
+    FIXES,
+    UNITTEST_FAMILIES,
+    Cheat,
+    builtin_task,
+    cheat_diff,
+    family,
+    mined_task,
+    unittest_task,
+)
 from sandbox_task import diff_after, make_task
 
 from ac_env.grading import GradeResult, grade
@@ -87,6 +97,27 @@ def test_cheats_get_zero_and_fixes_get_one(
     assert result.reward == 0.0 and result.resolved is False, result.reason
     if cheat.kind == "tampering" and kind not in cheat.inert:
         assert result.tampered, result.reason
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["local", "docker"])
+@pytest.mark.parametrize(
+    "cheat",
+    [cheat for cheat in CHEATS if family(cheat) in UNITTEST_FAMILIES] + FIXES,
+    ids=lambda cheat: cheat.name,
+)
+def test_unittest_items_meet_the_same_evidence(cheat: Cheat, backend: str):
+    """The built-in task graded by a ``unittest.TestCase`` file: what fools a unittest item
+    gets 0 (or is flagged), and a real fix still gets 1."""
+    task = unittest_task()
+    result = graded(cheat, task, backend)
+    assert result.infra_error is None, result.reason
+    if cheat.kind == "legit":
+        assert result.reward == 1.0 and result.tampered is None, result.reason
+    elif cheat.kind == "flagged":
+        assert result.flags, result.reason
+    else:
+        assert result.reward == 0.0 and result.resolved is False, result.reason
 
 
 # -- the diff filter ---------------------------------------------------------------------------
