@@ -20,16 +20,13 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+import requests  # openenv's dependency, as websockets is
+from websockets.sync.client import connect
 
-pytest.importorskip("openenv")
-
-import requests  # noqa: E402  (openenv's dependency)
-from websockets.sync.client import connect  # noqa: E402
-
-import ac_env  # noqa: E402, F401  (registers the ids)
-from ac_env.agents.oracle import GoldPatchPolicy  # noqa: E402
-from ac_env.integrations.openenv_client import AutoCompactEnvClient, ServerError  # noqa: E402
-from ac_env.integrations.openenv_models import json_safe  # noqa: E402
+import ac_env  # noqa: F401  (registers the ids)
+from ac_env.agents.oracle import GoldPatchPolicy
+from ac_env.integrations.openenv_client import AutoCompactEnvClient, ServerError
+from ac_env.integrations.openenv_models import json_safe
 
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARY = "# Auto Context Summary\n## Known\nthe bug is in src\n## Workspace\nclean\n## Next\nfix"

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from openenv.core.client_types import StepResult
@@ -72,10 +73,8 @@ class AutoCompactEnvClient(
     async def _send_and_receive(self, message: dict[str, Any]) -> dict[str, Any]:
         # As EnvClient's own, but an error keeps the fields it names: EnvClient's message
         # says only "Invalid message" for a validation error.
-        try:
-            await self._send(message)
-        except ConnectionClosed:
-            pass  # a refused session sends its error frame, then closes: read the frame
+        with contextlib.suppress(ConnectionClosed):  # a refused session sends its error
+            await self._send(message)  # frame, then closes: the frame is read below
         response: dict[str, Any] = await self._receive()
         if response.get("type") == "error":
             raise ServerError(response.get("data", {}))

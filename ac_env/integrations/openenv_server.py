@@ -87,7 +87,7 @@ class AutoCompactEnvironment(
         observation, reward, terminated, truncated, info = self._env.step(action.text)
         self._state.step_count += 1
         self._state.done = terminated or truncated
-        return _observation(observation, reward, terminated, truncated, info)
+        return _observation(observation, float(reward), terminated, truncated, info)
 
     @property
     def state(self) -> AutoCompactState:
@@ -125,7 +125,7 @@ def _observation(
 ) -> AutoCompactObservation:
     return AutoCompactObservation(
         messages=list(messages),
-        reward=json_safe(float(reward)),
+        reward=json_safe(reward),
         done=terminated or truncated,
         terminated=terminated,
         truncated=truncated,
