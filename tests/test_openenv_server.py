@@ -273,7 +273,7 @@ def test_a_vanished_client_loses_its_sandbox(tmp_path):
         # frozen mid-episode: its connection stays open, it sends nothing: the idle timeout
         frozen = vanishing_client()
         frozen.send_signal(signal.SIGSTOP)
-        assert wait_until(lambda: server.sandbox_dirs() == [], timeout_s=60)
+        assert wait_until(lambda: server.sandbox_dirs() == [], timeout_s=30)  # < ping timeout
         frozen.send_signal(signal.SIGCONT)
         out, _ = frozen.communicate("\n", timeout=60)
         assert out.startswith("ServerError") and "session was closed" in out
