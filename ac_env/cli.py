@@ -17,7 +17,8 @@ composes long-horizon tasks (split ``long``) of several bugs each from a build's
 ``ac_env.mining.long``; ``--solved-alone``: only bugs ``python -m ac_env.bench.solo`` saw the
 reference agent fix alone) and writes ``DIR/long.jsonl``.
 
-    ac-env serve [--port 8000] [--max-episodes 4] [--idle-timeout 600] [gym.make flags...]
+    ac-env serve [--port 8000] [--max-episodes 4] [--idle-timeout 600] [--compress]
+        [gym.make flags...]
 
 serves ``AutoCompact-SWE-v0`` over OpenEnv's HTTP/WebSocket interface (needs the ``openenv``
 extra; see ``ac_env.integrations.openenv_server`` and docs/openenv.md).
@@ -141,6 +142,12 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="seconds a silent session is kept before its sandbox is removed; must exceed "
         "command_timeout + grading_timeout (default: %(default)s)",
     )
+    serve.add_argument(
+        "--compress",
+        action="store_true",
+        help="compress WebSocket frames (permessage-deflate): for slow networks; costs "
+        "milliseconds a step on a large context",
+    )
     add_config_flags(serve, EnvConfig, skip=OBJECT_FIELDS)
     for field in OBJECT_FIELDS:
         serve.add_argument(
@@ -160,6 +167,7 @@ def _serve(args: argparse.Namespace) -> int:
             port=args.port,
             max_episodes=args.max_episodes,
             idle_timeout_s=args.idle_timeout,
+            compress=args.compress,
             env=config_kwargs(args, EnvConfig),
         )
     except ValidationError as error:

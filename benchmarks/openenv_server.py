@@ -196,19 +196,21 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=3, help="episodes per client")
     parser.add_argument("--think-s", type=float, default=1.0, help="generation time per step")
     parser.add_argument("--server-cpus", type=int, default=2, help="cores the server may use")
+    parser.add_argument("--compress", action="store_true", help="serve with --compress")
     args = parser.parse_args()
     if args.reduced:
         args.steps, args.context_tokens, args.clients, args.episodes = 20, [0], [1, 2], 1
         args.think_s = 0.2
     print(f"cores here: {os.cpu_count()}; server pinned to {args.server_cpus}")
-    server = start_server(1, args.server_cpus, ENV_FLAGS)
+    compress = ["--compress"] if args.compress else []
+    server = start_server(1, args.server_cpus, [*ENV_FLAGS, *compress])
     try:
         print("per-step overhead of the server over in-process env.step:")
         for tokens in args.context_tokens:
             overhead(server.url, args.steps, tokens)
     finally:
         stop(server)
-    server = start_server(max(args.clients), args.server_cpus, [])
+    server = start_server(max(args.clients), args.server_cpus, compress)
     try:
         print(f"concurrent episodes (think {args.think_s} s per step, {args.episodes} per client):")
         for clients in args.clients:

@@ -149,6 +149,11 @@ class ServeOptions(BaseModel):
         description="a session silent this long is closed and its sandbox removed; it must "
         "exceed the longest step (command_timeout + grading_timeout)",
     )
+    compress: bool = Field(
+        default=False,
+        description="permessage-deflate on the WebSocket: smaller frames for a slow network, "
+        "but compressing the whole context each step costs milliseconds (docs/openenv.md)",
+    )
     env: dict[str, Any] = Field(default_factory=dict, description="gym.make keywords")
 
     @model_validator(mode="after")
@@ -183,4 +188,10 @@ def make_app(options: ServeOptions) -> FastAPI:
 
 def serve(options: ServeOptions) -> None:
     """Run the server until interrupted (Ctrl-C or SIGTERM close every session first)."""
-    uvicorn.run(make_app(options), host=options.host, port=options.port, log_level="info")
+    uvicorn.run(
+        make_app(options),
+        host=options.host,
+        port=options.port,
+        log_level="info",
+        ws_per_message_deflate=options.compress,
+    )
