@@ -290,3 +290,18 @@ def test_a_vanished_client_loses_its_sandbox(tmp_path):
     finally:
         server.process.kill()
     check_and_remove(server)
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--idle-timeout", "5"], "idle_timeout_s (5.0) must exceed the longest step"),
+        (["--max-steps", "0"], "max_steps: Input should be greater than 0"),
+        (["--max-episodes", "0"], "max_episodes: Input should be greater than or equal to 1"),
+    ],
+)
+def test_serve_refuses_a_bad_setting_naming_it(flags, named, capsys):
+    from ac_env.cli import main
+
+    assert main(["serve", *flags]) == 2
+    assert named in capsys.readouterr().err
