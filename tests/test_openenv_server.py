@@ -237,6 +237,19 @@ def test_a_malformed_request_is_refused_naming_the_field(server):
     assert requests.get(f"{server.url}/health", timeout=10).ok
 
 
+def test_the_example_runs_an_episode_on_the_server(server):
+    example = ROOT / "examples" / "openenv_remote_episode.py"
+    run = subprocess.run(
+        [sys.executable, str(example), "--url", server.url, "--seeds", "1"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "--> submitted: reward 1.0" in run.stdout
+
+
 CLIENT = """
 import sys
 from ac_env.integrations.openenv_client import AutoCompactEnvClient
