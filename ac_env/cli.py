@@ -16,13 +16,23 @@ turns such a build into the real-code suite's data (``ac_env.mining.pack``), whi
 composes long-horizon tasks (split ``long``) of several bugs each from a build's tasks (see
 ``ac_env.mining.long``; ``--solved-alone``: only bugs ``python -m ac_env.bench.solo`` saw the
 reference agent fix alone) and writes ``DIR/long.jsonl``.
+
+    ac-env serve [--port 8000] [--max-episodes 4] [--idle-timeout 600] [--compress]
+        [gym.make flags...]
+
+serves ``AutoCompact-SWE-v0`` over OpenEnv's HTTP/WebSocket interface (needs the ``openenv``
+extra; see ``ac_env.integrations.openenv_server`` and docs/openenv.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
+from ac_env.config import EnvConfig
 from ac_env.config_flags import add_config_flags, config_kwargs
 from ac_env.mining.build import BuildOptions, build
 from ac_env.mining.long import LongOptions, compose, parse_bug_range
@@ -32,6 +42,8 @@ from ac_env.tasks.real.suite import DATA_DIR
 
 # Flags whose names differ from the BuildOptions field they set.
 FLAGS = {"timeout_s": "--timeout"}
+# EnvConfig fields that also take Python objects: on the command line, their string form.
+OBJECT_FIELDS = ("sandbox", "token_counter", "pricing", "action_parser")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -106,7 +118,66 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="with --solved-alone: only bugs whose solo run's context peaked at most N tokens",
     )
+    _add_serve(commands)
     return parser
+
+
+def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = commands.add_parser(
+        "serve", help="serve AutoCompact-SWE-v0 over OpenEnv's HTTP interface (openenv extra)"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address (default: %(default)s)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    serve.add_argument(
+        "--max-episodes",
+        type=int,
+        default=4,
+        help="concurrent sessions, one sandbox each; past it a client is refused "
+        "(default: %(default)s)",
+    )
+    serve.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=600.0,
+        help="seconds a silent session is kept before its sandbox is removed; must exceed "
+        "command_timeout + grading_timeout (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--compress",
+        action="store_true",
+        help="compress WebSocket frames (permessage-deflate): for slow networks; costs "
+        "milliseconds a step on a large context",
+    )
+    add_config_flags(serve, EnvConfig, skip=OBJECT_FIELDS)
+    for field in OBJECT_FIELDS:
+        serve.add_argument(
+            "--" + field.replace("_", "-"),
+            dest=field,
+            default=argparse.SUPPRESS,
+            help=str(EnvConfig.model_fields[field].description).replace("%", "%%"),
+        )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from ac_env.integrations.openenv_server import ServeOptions, serve
+
+    try:
+        options = ServeOptions(
+            host=args.host,
+            port=args.port,
+            max_episodes=args.max_episodes,
+            idle_timeout_s=args.idle_timeout,
+            compress=args.compress,
+            env=config_kwargs(args, EnvConfig),
+        )
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in error.errors()
+        )
+        print(f"ac-env serve: {problems}", file=sys.stderr)
+        return 2
+    serve(options)
+    return 0
 
 
 def _long(args: argparse.Namespace) -> int:
@@ -128,6 +199,8 @@ def _long(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.group == "serve":
+        return _serve(args)
     if args.command == "pack":
         manifest = pack_suite(
             args.build_dir, args.into, args.held_out, args.eval_every, args.max_per_function

@@ -53,10 +53,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "ac_env.strategies",
         ),
     ),
-    ("mining", ("ac_env.mining", "ac_env.cli")),  # builds tasks with sandbox and grader
+    ("mining", ("ac_env.mining",)),  # builds tasks with sandbox and grader
     ("agents", ("ac_env.agents",)),
     ("timing", ("ac_env.timing",)),  # envs built on AutoCompact-SWE-v0
+    ("integrations", ("ac_env.integrations",)),  # other frameworks' adapters, on the env
     ("bench", ("ac_env.bench",)),
+    ("cli", ("ac_env.cli",)),  # `ac-env`: tasks (mining) and serve (integrations)
     ("train", ("ac_train",)),
 )
 # Third-party packages a package never imports (``ac_env`` runs without the train extra).
