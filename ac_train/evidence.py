@@ -314,7 +314,7 @@ def _places(pointers: list[Pointer], code: list[tuple[str, str, int]]) -> tuple[
 
 
 def _same_file(a: str, b: str) -> bool:
-    """Paths to one file, one possibly absolute (``/work/pkg/mod.py`` and ``pkg/mod.py``)."""
+    """Paths to one file, one possibly absolute (``/testbed/pkg/mod.py`` and ``pkg/mod.py``)."""
     a, b = a.removeprefix("./"), b.removeprefix("./")
     return a == b or a.endswith("/" + b) or b.endswith("/" + a)
 
