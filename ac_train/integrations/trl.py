@@ -40,14 +40,14 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import torch
 from datasets import Dataset
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from transformers import PreTrainedTokenizerBase
-from trl import GRPOTrainer
+from trl import GRPOConfig, GRPOTrainer
 
 import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
 from ac_env.agents.rollout import RolloutJob, rollout_many
@@ -222,7 +222,11 @@ class AutoCompactRollout:
 
     def check(self, trainer: GRPOTrainer) -> None:
         """The trainer settings under which TRL trains what the method trains."""
-        args = trainer.args
+        args = cast(GRPOConfig, trainer.args)
+        if args.max_completion_length is None:
+            raise ValueError(
+                "GRPOConfig.max_completion_length: must be set (tokens per model call)"
+            )
         wanted = {**self.trainer_settings(), "use_vllm": False}
         for name, value in wanted.items():
             if getattr(args, name) != value:
@@ -236,7 +240,7 @@ class AutoCompactRollout:
     # ---- the work ----------------------------------------------------------------------------
 
     def _rollouts(self, task_ids: list[str], trainer: GRPOTrainer) -> list[Trajectory]:
-        args = trainer.args
+        args = cast(GRPOConfig, trainer.args)
         model = trainer.accelerator.unwrap_model(trainer.model)
         version = trainer.state.global_step
         rank = trainer.accelerator.process_index
@@ -247,7 +251,7 @@ class AutoCompactRollout:
             return TransformersPolicy(
                 model,
                 self.tokenizer,
-                max_new_tokens=args.max_completion_length,
+                max_new_tokens=cast(int, args.max_completion_length),
                 temperature=args.temperature,
                 top_p=args.top_p,
                 seed=seed,
