@@ -8,21 +8,18 @@ from typing import Any
 
 import pytest
 import torch
+from trl import GRPOConfig, GRPOTrainer
 
-pytest.importorskip("trl")
-
-from trl import GRPOConfig, GRPOTrainer  # noqa: E402
-
-from ac_env.trajectory import Trajectory  # noqa: E402
-from ac_train.grpo_loss import group_advantages  # noqa: E402
-from ac_train.integrations.trl import (  # noqa: E402
+from ac_env.trajectory import Trajectory
+from ac_train.grpo_loss import group_advantages
+from ac_train.integrations.trl import (
     AutoCompactRollout,
     Episode,
     SegmentSlotsExceeded,
     TRLRolloutConfig,
 )
-from ac_train.models import tiny_model_and_tokenizer  # noqa: E402
-from ac_train.segments import segment_trajectory  # noqa: E402
+from ac_train.models import tiny_model_and_tokenizer
+from ac_train.segments import segment_trajectory
 
 ENV = {
     "task_source": "builtin",
