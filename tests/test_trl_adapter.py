@@ -4,6 +4,11 @@ trains, row by row and token by token, is what our segmenter cuts from the same 
 from __future__ import annotations
 
 import itertools
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +26,7 @@ from ac_train.integrations.trl import (
 from ac_train.models import tiny_model_and_tokenizer
 from ac_train.segments import segment_trajectory
 
+ROOT = Path(__file__).resolve().parents[1]
 ENV = {
     "task_source": "builtin",
     "split": "easy",
@@ -180,3 +186,21 @@ def test_settings_that_would_change_what_is_trained_are_refused(tmp_path):
     trainer = trainer_for(rollout, model, tokenizer, tmp_path)
     with pytest.raises(ValueError, match="instance_id"):
         rollout([[{"role": "user", "content": "hi"}]] * rollout.config.num_generations, trainer)
+
+
+@pytest.mark.slow
+def test_the_trl_example_trains_and_reports_each_step(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "trl_grpo.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    steps = re.findall(r"^\s+(\d+)\s+([01]\.\d\d)\s+(\d+\.\d\d)", done.stdout, re.MULTILINE)
+    assert [step for step, _, _ in steps] == ["1", "2"], done.stdout
+    assert any(float(compactions) > 0 for _, _, compactions in steps)
+    assert "episodes/min" in done.stdout
+    assert len(list((tmp_path / "runs" / "trl-grpo" / "trajectories").glob("*.jsonl"))) == 4
