@@ -77,7 +77,7 @@ def through_trl(args: argparse.Namespace, out: Path) -> tuple[float, float, int,
         rollout_func=rollout,
     )
     trl_tokens, our_tokens, rollout_s = [0], [0], [0.0]
-    run_rollout, compute_loss = trainer.rollout_func, trainer._compute_loss
+    run_rollout, compute_loss = rollout, trainer._compute_loss
 
     def counting_rollout(prompts: list[Any], trl_trainer: Any) -> dict[str, Any]:
         started = time.perf_counter()

@@ -37,7 +37,7 @@ The env's grade itself is logged as ``autocompact/reward`` (and per row as
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -48,6 +48,7 @@ from datasets import Dataset
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from transformers import PreTrainedTokenizerBase
 from trl import GRPOConfig, GRPOTrainer
+from trl.trainer.grpo_trainer import RewardFunc
 
 import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
 from ac_env.agents.rollout import RolloutJob, rollout_many
@@ -174,7 +175,7 @@ class AutoCompactRollout:
         }
 
     @property
-    def reward_funcs(self) -> list[Callable[..., list[float | None]]]:
+    def reward_funcs(self) -> list[RewardFunc]:
         return [self.advantage]
 
     # ---- TRL's calls -------------------------------------------------------------------------
