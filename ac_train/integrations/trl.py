@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import Any, cast
 
 import gymnasium as gym
-import torch
 from datasets import Dataset
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from transformers import PreTrainedTokenizerBase
@@ -268,15 +267,10 @@ class AutoCompactRollout:
         ]
         was_training = model.training
         model.eval()
-        try:
-            with torch.no_grad():
-                return rollout_many(
-                    self.make_env,
-                    policy,
-                    jobs,
-                    workers=self.config.rollout_workers,
-                    progress=False,
-                )
+        try:  # the policy decodes under inference_mode, in the rollout threads
+            return rollout_many(
+                self.make_env, policy, jobs, workers=self.config.rollout_workers, progress=False
+            )
         finally:
             model.train(was_training)
 
