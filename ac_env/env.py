@@ -368,7 +368,7 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
                 segment=self.context.segment,
                 messages=list(self.context.observation()),
                 message_kinds=self.context.kinds(),
-                output=turn.output,
+                output=turn.recorded,
                 action=turn.action.model_dump(),
                 forced_compaction_request=turn.answers == "forced",
                 context_tokens=self.context.tokens,

@@ -44,6 +44,16 @@ def summary_anywhere(env) -> bool:
     return "add() subtracts" in env.unwrapped.trajectory.to_jsonl()
 
 
+def summary_kept(env) -> bool:
+    """Whether any part of SUMMARY's body is in a prompt, the context or an event (what the
+    run kept, as opposed to what the policy sampled)."""
+    trajectory = env.unwrapped.trajectory
+    prompts = [m["content"] for call in trajectory.model_calls() for m in call.messages]
+    events = [event.model_dump_json() for event in trajectory.compactions()]
+    context = [m["content"] for m in env.unwrapped.context.observation()]
+    return any("add() subtracts" in text for text in [*prompts, *events, *context])
+
+
 def test_tool_call_asks_for_the_summary_on_the_next_turn(tiny_task_file):
     env = make(tiny_task_file, compaction_protocol="tool_call")
     obs, _ = env.reset(seed=0)
@@ -127,8 +137,9 @@ def test_summary_ignored_under_tool_call_skips_the_call(tiny_task_file):
 
 
 def test_summary_ignored_inline_bills_and_keeps_only_the_heading(tiny_task_file):
-    """A policy that writes on past the heading (no stop sequence): the env cuts its reply,
-    bills the heading only, and drops the token ids that no longer match the text."""
+    """A policy that writes on past the heading (no stop sequence): the env cuts its reply and
+    bills and keeps the heading only; the trajectory records the whole reply with its own
+    token ids and log-probs (what was sampled), and the next prompt holds the cut."""
     env = make(tiny_task_file, skip_compaction=True)
     env.reset(seed=0)
     written = PolicyOutput(text=SUMMARY, output_token_ids=[1, 2, 3], output_logprobs=[-1.0] * 3)
@@ -137,9 +148,14 @@ def test_summary_ignored_inline_bills_and_keeps_only_the_heading(tiny_task_file)
     assert [m["content"] for m in obs[-2:]] == [SUMMARY_HEADER, COMPACTION_SKIPPED]
     assert info["cost"]["step"]["output"] == output_tokens(SUMMARY_HEADER)
     (call,) = env.unwrapped.trajectory.model_calls()
-    assert call.output == SUMMARY_HEADER and call.output_token_ids is None
-    assert not summary_anywhere(env)
-    # a backend that stopped at the heading keeps its tokens: they are the text
+    assert call.output == SUMMARY and call.output_token_ids == [1, 2, 3]
+    assert call.output_logprobs == [-1.0] * 3
+    assert call.action == {"kind": "compact", "summary": SUMMARY_HEADER}
+    assert not summary_kept(env)
+    env.step(bash("echo next"))
+    prompt = env.unwrapped.trajectory.model_calls()[-1].messages
+    assert [m["content"] for m in prompt[-2:]] == [SUMMARY_HEADER, COMPACTION_SKIPPED]
+    # a backend that stopped at the heading: the reply is the heading
     stopped = PolicyOutput(text=SUMMARY_HEADER + "\n", output_token_ids=[7], output_logprobs=[-1.0])
     env.step(stopped)
     assert env.unwrapped.trajectory.model_calls()[-1].output_token_ids == [7]
@@ -179,8 +195,8 @@ def test_summary_ignored_inline_with_json_actions(tiny_task_file):
     cut = reply[: reply.index(SUMMARY_HEADER) + len(SUMMARY_HEADER)]
     assert info["cost"]["step"]["output"] == output_tokens(cut)
     call = env.unwrapped.trajectory.model_calls()[-1]
-    assert call.output == cut and call.action == {"kind": "compact", "summary": SUMMARY_HEADER}
-    assert not summary_anywhere(env)
+    assert call.output == reply and call.action == {"kind": "compact", "summary": SUMMARY_HEADER}
+    assert not summary_kept(env)
     # a "summary" without the heading is none: a format error, as without summary-ignored
     obs, *_ = env.step(json.dumps({"name": "compact", "arguments": {"summary": "notes"}}))
     assert obs[-1]["content"].startswith("[format error] Summary not applied")

@@ -126,7 +126,8 @@ def test_summary_ignored_keeps_the_history_and_the_cache(tiny_task_file):
     assert trajectory.compactions() == []
     skipped = trajectory.model_calls()[1]
     assert skipped.action == {"kind": "compact", "summary": SUMMARY_HEADER}
-    assert skipped.output == SUMMARY_HEADER
+    assert skipped.output == SUMMARY  # what the policy sampled; the next prompt holds the cut
+    assert trajectory.model_calls()[2].messages[-2]["content"] == SUMMARY_HEADER
     env.close()
 
 

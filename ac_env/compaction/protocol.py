@@ -21,10 +21,11 @@ rewrites the prefix (``rewrite.rewrite_prefix``).
 billed or kept, and the run goes on with its full history. ``tool_call``: the ``compact`` call
 is answered by ``COMPACTION_SKIPPED``, no request follows. ``inline``: the reply is cut right
 after the ``# Auto Context Summary`` heading, where a backend with stop sequences stops; it is
-recorded, billed and shown as cut, then answered by ``COMPACTION_SKIPPED``. (The policies here
-take no per-turn stop sequence, so one that writes on is cut by the env: its summary is not
-billed, and a cut output's token ids and log-probs are dropped, since they no longer match
-it.) Requested summaries (forced) are never cut or skipped.
+billed and shown as cut, then answered by ``COMPACTION_SKIPPED``. (The policies here take no
+per-turn stop sequence, so one that writes on is cut by the env: its summary is not billed or
+kept, but the trajectory records the whole reply with its own token ids and log-probs, since
+that is what was sampled; the next prompt holds the cut, so a trainer starts a new token
+sequence there.) Requested summaries (forced) are never cut or skipped.
 """
 
 from __future__ import annotations
@@ -43,19 +44,23 @@ from ac_env.trajectory import CompactionEvent, Summarizer
 CompactionProtocol = Literal["inline", "tool_call"]
 Trigger = Literal["proactive", "forced"]
 
-# What a cut reply no longer carries: its tokens are not the recorded text any more.
-_GENERATED_TOKENS = ("output_token_ids", "output_logprobs")
-
-
 @dataclass(frozen=True)
 class Turn:
-    """One model turn as compaction reads it: the action to execute, the output to record,
-    bill and show, the generation details that go with it, and the request it answers."""
+    """One model turn as compaction reads it: the action to execute, the output to bill and
+    show, the generation details that go with it, and the request it answers. ``sampled`` is
+    the policy's whole reply when summary-ignored cut it (``output`` is then the cut): the
+    trajectory records that reply, whose token ids and log-probs ``generation`` holds."""
 
     action: ParseResult
     output: str
     generation: dict[str, Any]
     answers: Trigger | None
+    sampled: str | None = None
+
+    @property
+    def recorded(self) -> str:
+        """The output the trajectory records: what the policy sampled."""
+        return self.output if self.sampled is None else self.sampled
 
     @property
     def compacts(self) -> bool:
@@ -79,14 +84,16 @@ class Compactor:
         """The turn, from the parser's action and the policy's output."""
         if self.pending is not None:
             return Turn(_validated(parsed), output, generation, self.pending)
+        sampled = None
         if isinstance(parsed, Compact) and self.skip:
-            parsed, output, generation = _cut_at_heading(parsed, output, generation)
+            parsed, cut = _cut_at_heading(parsed, output)
+            sampled, output = (output, cut) if cut != output else (None, output)
         wrong = _other_protocol(parsed, self.protocol)
         if wrong is not None:
-            return Turn(FormatError(message=wrong), output, generation, None)
+            return Turn(FormatError(message=wrong), output, generation, None, sampled)
         if isinstance(parsed, Compact) and not self.skip:
             parsed = _validated(parsed)
-        return Turn(parsed, output, generation, None)
+        return Turn(parsed, output, generation, None, sampled)
 
     def act(
         self, turn: Turn, context: Context, step: int, fallback: Callable[[], str]
@@ -157,20 +164,15 @@ def _other_protocol(parsed: ParseResult, protocol: CompactionProtocol) -> str | 
     return None
 
 
-def _cut_at_heading(
-    parsed: Compact, output: str, generation: dict[str, Any]
-) -> tuple[ParseResult, str, dict[str, Any]]:
-    """Summary-ignored: the reply up to the end of the summary heading, where a backend with
-    stop sequences stops. A reply that goes on is cut, and loses its token ids and log-probs;
-    one without the heading is no summary at all (a format error)."""
+def _cut_at_heading(parsed: Compact, output: str) -> tuple[ParseResult, str]:
+    """Summary-ignored: the action, and the reply up to the end of the summary heading, where
+    a backend with stop sequences stops (a reply that goes on is cut). One without the heading
+    is no summary at all (a format error)."""
     at = output.find(SUMMARY_HEADER)
     if at < 0:
-        return _validated(parsed), output, generation
+        return _validated(parsed), output
     cut = output[: at + len(SUMMARY_HEADER)]
-    if output[len(cut) :].strip():
-        output = cut
-        generation = {k: v for k, v in generation.items() if k not in _GENERATED_TOKENS}
-    return Compact(summary=SUMMARY_HEADER), output, generation
+    return Compact(summary=SUMMARY_HEADER), cut if output[len(cut) :].strip() else output
 
 
 def _event(
