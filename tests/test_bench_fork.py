@@ -115,7 +115,7 @@ def test_branches_differ_exactly_at_the_compaction(tiny_task_file, tmp_path, for
     assert calls[0][: fork.step] == calls[1][: fork.step]  # same prompts, same outputs
     assert calls[0][fork.step].messages == calls[1][fork.step].messages
     assert calls[0][fork.step].output == SUMMARY
-    assert calls[1][fork.step].output == SUMMARY_HEADER  # skipped: no summary generated
+    assert calls[1][fork.step].output == SUMMARY  # recorded as sampled; kept and billed: the cut
     compaction = after_call(with_, fork.step)
     assert isinstance(compaction, CompactionEvent) and compaction.summary == SUMMARY
     assert isinstance(after_call(without, fork.step), ModelCall)  # nothing compacted
