@@ -1,9 +1,10 @@
 """The red-team table: every cheat and legitimate fix of ``tests/reward_hacks.py``, graded on a
 built-in and a mined task (and, with ``--kinds ... unittest``, the built-in task graded by a
 ``unittest.TestCase`` file, for the classes that attack a unittest item's evidence) in each
-sandbox backend by the working tree's grader, by the grader at an earlier revision (``--before REV``, to show what the cheats earned before), and by
-SWE-bench's own procedure (the whole patch applied, the tests run with plain ``pytest -rA``,
-the log graded by the ``swebench`` package): would the SWE-bench harness be fooled?
+sandbox backend by the working tree's grader, by the grader at an earlier revision
+(``--before REV``, to show what the cheats earned before), and by SWE-bench's own procedure
+(the whole patch applied, the tests run with plain ``pytest -rA``, the log graded by the
+``swebench`` package): would the SWE-bench harness be fooled?
 
     .venv/bin/python benchmarks/reward_hacking.py [--backends local docker]
         [--kinds builtin mined unittest] [--before REV] [--json PATH] [--only TEXT]
