@@ -44,6 +44,7 @@ from ac_env.trajectory import CompactionEvent, Summarizer
 CompactionProtocol = Literal["inline", "tool_call"]
 Trigger = Literal["proactive", "forced"]
 
+
 @dataclass(frozen=True)
 class Turn:
     """One model turn as compaction reads it: the action to execute, the output to bill and
