@@ -29,7 +29,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 NOT_RUN = re.compile(r"<!--\s*not-run:\s*\S.*?-->\s*$")
-FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```", re.S | re.M)
+FENCE = re.compile(
+    r"^(?P<indent> *)```(?P<lang>[\w-]*)[^\n]*\n(?P<body>.*?)^(?P=indent)```", re.S | re.M
+)
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 CONSOLE_SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
 
@@ -182,9 +184,11 @@ def _commands(block: Block) -> list[Command]:
                 words = shlex.split(part, comments=True)
             except ValueError:
                 continue  # e.g. eval "$(...)": not one of our programs
-            while words and words[0] in ("nohup", "nice", "-n") or words[:1] and words[0].isdigit():
+            while words and (words[0] in ("nohup", "nice", "-n") or words[0].isdigit()):
                 words = words[1:]
-            cut = [i for i, w in enumerate(words) if w in ("&", ">", "2>&1", "|") or w.startswith(">")]
+            cut = [
+                i for i, w in enumerate(words) if w in ("&", ">", "2>&1", "|") or w.startswith(">")
+            ]
             words = words[: cut[0]] if cut else words
             if words and _ours(words):
                 found.append(Command(block, tuple(words)))
@@ -193,7 +197,9 @@ def _commands(block: Block) -> list[Command]:
 
 def _ours(words: list[str]) -> bool:
     program = Path(words[0]).name
-    if program in CONSOLE_SCRIPTS or (program == "bash" and words[1:2] and words[1].startswith("scripts/")):
+    if program in CONSOLE_SCRIPTS or (
+        program == "bash" and words[1:2] and words[1].startswith("scripts/")
+    ):
         return True
     if program.startswith("python") and len(words) > 1:
         if words[1] == "-m":
