@@ -17,23 +17,12 @@ from ac_env.tokens import TokenCounter
 SandboxFactory = Callable[[], Sandbox]
 
 
-def every_split_unless_builtin(data: Any) -> Any:
-    """Raw settings with ``split`` defaulting to every split (None) unless the tasks come from
-    the built-in suite, whose default split is ``easy``. Shared by the env's and the
-    benchmark's configs (a ``mode="before"`` model validator)."""
-    if isinstance(data, dict) and data.get("task_source", "builtin") != "builtin":
-        return {"split": None, **data}
-    return data
+class TaskSelection(BaseModel):
+    """Which tasks: the env's first four keywords, shared by every configuration that picks
+    tasks (``EnvConfig``, ``ac-bench``'s ``BenchConfig``, ``ac-train collect``'s
+    ``CollectConfig``), so each states them, their defaults and validation once."""
 
-
-class EnvConfig(BaseModel):
-    """Every keyword of ``gym.make("AutoCompact-SWE-v0", ...)``, one field each.
-
-    Defaults follow the method's evaluation: 16K forced-compaction threshold, 50 steps.
-    ``ac_env.strategies`` names the combinations the benchmark compares.
-    """
-
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid")
 
     task_source: str = Field(
         default="builtin",
@@ -45,7 +34,8 @@ class EnvConfig(BaseModel):
         default="easy",
         description="task split: 'easy', 'medium', 'hard', 'context-stress' for the built-in "
         "suite, 'real' (one bug) or 'long' (five or six) for the real-code suite, a task "
-        "file's own split names; None: every split (the default but for the built-in suite)",
+        "file's own split names; None (on the command line: all): every split (the default "
+        "but for the built-in suite)",
     )
     subset: str | None = Field(
         default=None,
@@ -55,6 +45,26 @@ class EnvConfig(BaseModel):
     task_ids: list[str] | None = Field(
         default=None, description="only these instance ids, in this order; None: the split's"
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _other_sources_take_every_split(cls, data: Any) -> Any:
+        """``split`` defaults to every split (None) unless the tasks come from the built-in
+        suite, whose default split is ``easy``."""
+        if isinstance(data, dict) and data.get("task_source", "builtin") != "builtin":
+            return {"split": None, **data}
+        return data
+
+
+class EnvConfig(TaskSelection):
+    """Every keyword of ``gym.make("AutoCompact-SWE-v0", ...)``, one field each.
+
+    Defaults follow the method's evaluation: 16K forced-compaction threshold, 50 steps.
+    ``ac_env.strategies`` names the combinations the benchmark compares.
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
     sandbox: str | SandboxFactory = Field(
         default="local",
         description="where commands run: 'local' (bubblewrap: no network, only the workspace "
@@ -153,11 +163,6 @@ class EnvConfig(BaseModel):
         default=300.0, gt=0, description="seconds for the final grading test run"
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _other_sources_take_every_split(cls, data: Any) -> Any:
-        return every_split_unless_builtin(data)
-
     @model_validator(mode="after")
     def _threshold_below_window(self) -> EnvConfig:
         threshold = self.forced_compaction_threshold
@@ -196,3 +201,19 @@ def parse_config(kwargs: dict[str, Any]) -> EnvConfig:
             f"{'.'.join(str(p) for p in e['loc']) or 'config'}: {e['msg']}" for e in err.errors()
         )
         raise ConfigError(f"AutoCompact-SWE-v0: invalid configuration: {problems}") from None
+
+
+def env_field(name: str, **changes: Any) -> Any:
+    """``EnvConfig``'s field ``name`` (default, constraints, description) for another
+    configuration that passes the setting on to the env: ``max_steps: int =
+    env_field("max_steps")``. ``changes``: ``Field`` arguments that differ (another default,
+    a description that says more)."""
+    base = EnvConfig.model_fields[name]
+    field: Any = Field(**{"default": base.default, "description": base.description, **changes})
+    field.metadata = [*base.metadata, *field.metadata]
+    return field
+
+
+def env_settings(config: BaseModel) -> dict[str, Any]:
+    """The settings of ``config`` that are env keywords (``EnvConfig``'s field names)."""
+    return {name: value for name, value in config if name in EnvConfig.model_fields}

@@ -88,7 +88,7 @@ def add_collect(parser: argparse.ArgumentParser) -> None:
 def _run_collect(args: argparse.Namespace) -> int:
     """Exit 2 (one line, nothing written) for a configuration that cannot work, 3 when every
     episode failed for infrastructure reasons."""
-    from ac_env.bench.failures import INFRA_EXIT_CODE, failed_cells
+    from ac_env.runs.failures import INFRA_EXIT_CODE, failed_cells
     from ac_train.collect import CollectConfig, collect, read_episodes
 
     settings = given(args, [*COLLECT_FIELDS, "judge_mode"])

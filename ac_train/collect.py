@@ -41,17 +41,18 @@ from tqdm import tqdm
 import ac_env  # noqa: F401  (registers the env id)
 from ac_env.agents.errors import ModelServerError
 from ac_env.agents.rollout import rollout
-from ac_env.bench.audit import SummaryAudit, SummaryWorkspace, audit_trajectory
-from ac_env.bench.config import claim_directory
-from ac_env.bench.continuation import Continuation, continuations
-from ac_env.bench.metrics import root_cause_step
-from ac_env.bench.runner import ATTEMPTS
-from ac_env.bench.validate import check_env_kwargs, check_sandbox, check_worker, checked
-from ac_env.bench.workers import policy_factory, require_token_records
+from ac_env.analysis.audit import SummaryAudit, SummaryWorkspace, audit_trajectory
+from ac_env.analysis.continuation import Continuation, continuations
+from ac_env.analysis.metrics import root_cause_step
 from ac_env.compaction.texts import COMPACTION_REQUEST
+from ac_env.config import TaskSelection, env_field
 from ac_env.paths import safe_child
 from ac_env.policy import Policy, PolicyOutput, SamplingConfig
 from ac_env.records import append_jsonl, read_jsonl
+from ac_env.runs.checks import check_env_kwargs, check_sandbox, check_worker_usable, checked
+from ac_env.runs.retry import recorded_infra_error, run_episode_with_retries
+from ac_env.runs.run_dir import claim_directory
+from ac_env.runs.workers import policy_factory, require_token_records
 from ac_env.strategies import Strategy, get_strategy
 from ac_env.tasks import Task, load_tasks
 from ac_env.trajectory import Trajectory
@@ -70,7 +71,7 @@ _PATH = re.compile(r"[\w.-]+(?:/[\w.-]+)*\.py\b")
 JUDGES = ("oracle", "oracle:ground-truth", "none", "llm:<worker>")
 
 
-class CollectConfig(BaseModel):
+class CollectConfig(TaskSelection):
     """One collection run. ``worker``: ``reference``, ``hf:<path|smollm2>`` or
     ``openai:<model>@<url>``; ``judge`` (``make_judge``): ``oracle`` (from the execution
     history), ``oracle:ground-truth`` (privileged: from the gold patch), ``none`` or
@@ -78,10 +79,6 @@ class CollectConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    task_source: str = "builtin"
-    split: str | None = "easy"
-    subset: str | None = Field(default=None, description="built-in: 'train' or held-out 'eval'")
-    task_ids: list[str] | None = None
     limit: int | None = Field(default=None, gt=0)
     rollouts_per_task: int = Field(default=2, gt=0)
     worker: str = "hf:smollm2"
@@ -99,7 +96,7 @@ class CollectConfig(BaseModel):
     temperature: float = Field(default=0.7, ge=0)
     max_new_tokens: int = Field(default=256, gt=0)
     seed: int = 0
-    sandbox: str = "local"
+    sandbox: str = env_field("sandbox", description="local | unisolated | docker")
     tokenizer: str | None = Field(
         default=None, description="for the dataset export; default: the hf worker's own"
     )
@@ -144,7 +141,7 @@ class CollectedEpisode(BaseModel):
     trajectory: str
     error: str | None = None
     audits: list[SummaryAudit] = Field(
-        default_factory=list, description="each summary the policy wrote (ac_env.bench.audit)"
+        default_factory=list, description="each summary the policy wrote (ac_env.analysis.audit)"
     )
     continuations: list[Continuation] = Field(
         default_factory=list, description="how the episode went on after each summary"
@@ -322,9 +319,9 @@ def validate_collect(
     check_env_kwargs(env_kwargs)
     check_sandbox(config.sandbox)
     if not policy_given:
-        check_worker("worker", config.worker)
+        check_worker_usable("worker", config.worker)
     if not judge_given and config.judge.startswith("llm:"):
-        check_worker("judge", config.judge.removeprefix("llm:"))
+        check_worker_usable("judge", config.judge.removeprefix("llm:"))
     return tasks
 
 
@@ -418,14 +415,16 @@ def _run_episode(
     config: CollectConfig,
     out: Path,
 ) -> CollectedEpisode:
-    """One episode with a policy made for it, run again (``ATTEMPTS`` in all) while it ends
-    in an infrastructure error; the last run's record stands."""
-    for attempt in range(1, ATTEMPTS + 1):
-        episode = _run_once(env, policy_for(seed), judge, task, k, seed, config, out)
-        if episode.status == "ok":
-            break
-        logger.warning("%s r%d attempt %d: %s", task.instance_id, k, attempt, episode.error)
-    return episode
+    """One episode with a policy made for it, under the one infrastructure-retry policy
+    (``ac_env.runs.retry``; the last run's record stands). Every episode shares ``env``, so an
+    exception from it propagates (``crashed=None``)."""
+    return run_episode_with_retries(
+        lambda policy, attempt: _run_once(env, policy, judge, task, k, seed, config, out),
+        make_policy=lambda: policy_for(seed),
+        infra_error=recorded_infra_error,
+        crashed=None,
+        label=f"{task.instance_id} r{k}",
+    ).result
 
 
 def _run_once(

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ac_env.agents.localize import parse_report
-from ac_env.bench.audit import RunTally
-from ac_env.bench.metrics import files_read_by
+from ac_env.analysis.audit import RunTally
+from ac_env.analysis.metrics import files_read_by
 from ac_env.compaction import parse_sections
 from ac_env.test_log import summarize_pytest_output
 from ac_env.trajectory import ToolResult, Trajectory

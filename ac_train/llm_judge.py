@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from ac_env.actions import Bash, Compact, Submit
 from ac_env.agents.errors import ModelServerError, PolicyError
 from ac_env.agents.http import OpenAIChatPolicy
-from ac_env.bench.audit import RunTally
+from ac_env.analysis.audit import RunTally
 from ac_env.compaction.texts import COMPACTION_REQUEST
 from ac_env.policy import Policy, PolicyOutput
 from ac_env.test_log import last_test_run

@@ -17,7 +17,7 @@ is non-empty. Three checks, in this order:
   of the model-free ``ReferenceAgent`` on the same observation (it, too, reads only that).
 - **working_state** (every summary, proactive or forced; and a forced request answered by
   something that is not a summary): the summary audit's workspace, test and plan classes
-  (``ac_env.bench.audit``), a shown place not named, the task not restated, and any assertion
+  (``ac_env.analysis.audit``), a shown place not named, the task not restated, and any assertion
   the history does not support (``ac_train.evidence.unsupported_claims``).
 - **continuation** (within ``continuation_window`` steps after a compaction whose summary
   plans a command): the candidate re-reads a file the summary recorded, repeats a search
@@ -46,9 +46,9 @@ from dataclasses import dataclass
 
 from ac_env.actions import SUMMARY_HEADER, Bash, Compact, ParseResult, Submit
 from ac_env.agents.reference import ReferenceAgent
-from ac_env.bench.audit import audit_summary, changed_files
-from ac_env.bench.continuation import follows
-from ac_env.bench.metrics import files_read_by
+from ac_env.analysis.audit import audit_summary, changed_files
+from ac_env.analysis.continuation import follows
+from ac_env.analysis.metrics import files_read_by
 from ac_env.compaction import parse_sections
 from ac_env.compaction.texts import COMPACTION_REQUEST
 from ac_env.policy import PolicyOutput

@@ -24,8 +24,8 @@ from typing import Any
 from transformers import PreTrainedModel
 
 from ac_env.agents.http import OpenAIChatPolicy
-from ac_env.bench.workers import require_token_records
 from ac_env.policy import Policy, PolicyOutput, SamplingConfig
+from ac_env.runs.workers import require_token_records
 from ac_train.gguf_export import export_gguf
 
 SLOTS = ("a", "b")

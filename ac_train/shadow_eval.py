@@ -10,10 +10,10 @@ reward) each figure is a ratio of counts pooled over episodes:
 - ``right_time``: proactive compactions whose timing the judge accepted;
 - ``missed_key_state`` / ``missed_next_step``: summaries the policy wrote that omit the key
   state (the root-cause file once read, every changed file) or a concrete next step
-  (``ac_env.bench.audit``, the same audit as ``ac-bench``'s report);
+  (``ac_env.analysis.audit``, the same audit as ``ac-bench``'s report);
 - ``rereads_per_compaction``: reads, in the 5 steps after a compaction that left a summary
   (the policy's, or the env's fallback one after an invalid answer to a forced request), of a
-  file that was read before it and that the summary names (``ac_env.bench.continuation``);
+  file that was read before it and that the summary names (``ac_env.analysis.continuation``);
 - ``success``: graded episodes whose patch passed.
 
 Intervals are 95% bootstrap intervals from resampling tasks (each task's counts stay

@@ -18,9 +18,9 @@ import gymnasium as gym
 import ac_env  # noqa: F401  (registers the ids)
 from ac_env.agents.reference import ReferenceAgent
 from ac_env.agents.rollout import rollout
-from ac_env.bench.workers import SkipAwareReference
 from ac_env.compaction import CompactionProtocol
 from ac_env.policy import Policy
+from ac_env.runs.workers import SkipAwareReference
 from ac_env.strategies import get_strategy
 from ac_env.tasks import load_tasks
 

@@ -56,7 +56,7 @@ from tqdm import tqdm
 
 import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
 from ac_env.agents import ReferenceAgent, RolloutJob, rollout_many
-from ac_env.bench.metrics import Estimate, bootstrap_mean, paired_difference
+from ac_env.analysis.stats import Estimate, bootstrap_mean, paired_difference
 from ac_env.tasks import load_tasks
 from ac_env.trajectory import Trajectory
 from ac_train.grpo import (

@@ -55,7 +55,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from tqdm import tqdm
 
 from ac_env.agents.reference import CompactWhen, ReferenceAgent
-from ac_env.bench.metrics import bootstrap_mean, paired_difference
+from ac_env.analysis.stats import bootstrap_mean, paired_difference
 from ac_env.sandbox.command_cache import CachingSandbox
 from ac_env.tasks import load_tasks
 from ac_env.timing import COMPACT, CONTINUE, TimingEnv

@@ -15,11 +15,12 @@ from ac_env.agents.rollout import rollout
 from ac_env.bench import BenchConfig, ConfigMismatchError, run_benchmark, write_report
 from ac_env.bench import runner as runner_module
 from ac_env.bench.cli import main
-from ac_env.bench.config import claim_directory
-from ac_env.bench.runner import RECORDS_FILE, read_records, select_tasks
-from ac_env.bench.workers import SkipAwareReference
+from ac_env.bench.episodes import select_tasks
+from ac_env.bench.runner import RECORDS_FILE, read_records
 from ac_env.compaction.texts import COMPACTION_SKIPPED
 from ac_env.policy import PolicyOutput
+from ac_env.runs.run_dir import claim_directory
+from ac_env.runs.workers import SkipAwareReference
 from ac_env.strategies import get_strategy
 
 

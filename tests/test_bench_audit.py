@@ -5,8 +5,8 @@ from __future__ import annotations
 import gymnasium as gym
 
 import ac_env  # noqa: F401  (registers the ids)
-from ac_env.bench.audit import RunTally, SummaryWorkspace, audit_summary, audit_trajectory
-from ac_env.bench.continuation import continuations, follows
+from ac_env.analysis.audit import RunTally, SummaryWorkspace, audit_summary, audit_trajectory
+from ac_env.analysis.continuation import continuations, follows
 from ac_env.cost import CallCost
 from ac_env.tasks.model import GroundTruth, Task
 from ac_env.trajectory import CompactionEvent, ModelCall, ToolResult, Trajectory, TrajectoryHeader

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from ac_env.bench.metrics import bootstrap_mean, episode_metrics, root_cause_step
+from ac_env.analysis.metrics import episode_metrics, root_cause_step
+from ac_env.analysis.stats import bootstrap_mean
 from ac_env.cost import CallCost, Pricing
 from ac_env.tasks.model import GroundTruth, Task
 from ac_env.trajectory import (

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from ac_env.analysis.metrics import CompactionRecord, CostSplit, EpisodeMetrics
 from ac_env.bench import BenchConfig, write_report
 from ac_env.bench.budgets import BudgetOutcome
-from ac_env.bench.metrics import CompactionRecord, CostSplit, EpisodeMetrics
 from ac_env.bench.paired import paired_comparisons, paired_section, reference_strategy
 from ac_env.bench.report import context_episode, context_figure, cost_figure, success_figure
 from ac_env.bench.runner import EpisodeRecord

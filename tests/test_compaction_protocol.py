@@ -13,9 +13,9 @@ from ac_env import PolicyOutput
 from ac_env.actions import SUMMARY_HEADER
 from ac_env.agents.reference import ReferenceAgent
 from ac_env.agents.rollout import rollout
-from ac_env.bench.workers import SkipAwareReference
 from ac_env.compaction.texts import COMPACTION_REQUEST, COMPACTION_SKIPPED, WORKING_STATE_REQUEST
 from ac_env.prompts import SYSTEM_PROMPT, system_prompt
+from ac_env.runs.workers import SkipAwareReference
 from ac_env.strategies import get_strategy
 from ac_env.tokens import ApproxTokenCounter
 

@@ -20,8 +20,8 @@ import pytest
 
 from ac_env.agents.http import OpenAIChatPolicy
 from ac_env.bench import cli as bench_cli
-from ac_env.bench import validate
-from ac_env.bench.failures import INFRA_EXIT_CODE
+from ac_env.runs import checks
+from ac_env.runs.failures import INFRA_EXIT_CODE
 from ac_env.sandbox import docker_session
 
 MODEL = "m"
@@ -91,7 +91,7 @@ def quick_client(monkeypatch: pytest.MonkeyPatch) -> None:
             quick = {"timeout_s": 0.5, "backoff_s": 0.0, "max_retries": 2}
             super().__init__(*args, **{**quick, **settings})
 
-    monkeypatch.setattr("ac_env.bench.workers.OpenAIChatPolicy", Quick)
+    monkeypatch.setattr("ac_env.runs.workers.OpenAIChatPolicy", Quick)
 
 
 def bench(out: Path, task_file: Path, worker: str, *extra: str) -> int:
@@ -262,5 +262,5 @@ def test_collect_validates_before_writing(
 
 
 def test_configuration_errors_are_one_line():
-    error = validate.ConfigurationError("worker", "a\nb\n  c")
+    error = checks.ConfigurationError("worker", "a\nb\n  c")
     assert str(error) == "worker: a b c"

@@ -9,7 +9,7 @@ import pytest
 
 import ac_env  # noqa: F401  (registers the ids)
 from ac_env.actions import Bash, Compact, TerminalParser
-from ac_env.bench.audit import changed_files
+from ac_env.analysis.audit import changed_files
 from ac_env.compaction import summary_problems
 from ac_env.policy import PolicyOutput
 from ac_train.evidence import unsupported_claims

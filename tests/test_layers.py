@@ -56,11 +56,16 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("mining", ("ac_env.mining",)),  # builds tasks with sandbox and grader
     ("agents", ("ac_env.agents",)),
     ("timing", ("ac_env.timing",)),  # envs built on AutoCompact-SWE-v0
+    ("analysis", ("ac_env.analysis",)),  # figures read from finished trajectories
+    ("runs", ("ac_env.runs",)),  # what every run of many episodes shares
     ("integrations", ("ac_env.integrations",)),  # other frameworks' adapters, on the env
-    ("bench", ("ac_env.bench",)),
+    ("bench", ("ac_env.bench",)),  # the ac-bench application
     ("cli", ("ac_env.cli",)),  # `ac-env`: tasks (mining) and serve (integrations)
     ("train", ("ac_train",)),
 )
+# Applications: no module outside one imports it, whatever the layers allow (``ac_train`` sits
+# above ``ac_env.bench`` only because ``ac_env`` never imports ``ac_train``).
+APPLICATIONS = ("ac_env.bench",)
 # Third-party packages a package never imports (``ac_env`` runs without the train extra).
 FORBIDDEN_EXTERNAL: dict[str, tuple[str, ...]] = {"ac_env": ("torch", "trl", "accelerate")}
 
@@ -103,8 +108,11 @@ def import_edges(root: Path) -> list[Edge]:
                 else:
                     base = node.module or ""
                 for alias in node.names:
-                    submodule = f"{base}.{alias.name}"
-                    target = submodule if submodule in modules else _resolve(base, modules)
+                    submodule = f"{base}.{alias.name}"  # a module, a package or a name
+                    if submodule in modules or f"{submodule}.__init__" in modules:
+                        target = _resolve(submodule, modules)
+                    else:
+                        target = _resolve(base, modules)
                     edges.append(Edge(source, target, where))
     return edges
 
@@ -122,6 +130,10 @@ def layer_of(module: str) -> int | None:
     return None if best is None else best[1]
 
 
+def application_of(module: str) -> str | None:
+    return next((a for a in APPLICATIONS if module == a or module.startswith(a + ".")), None)
+
+
 def violations(root: Path) -> list[str]:
     """Every module without a layer, every import of a higher layer or of a forbidden
     third-party package, under ``root``."""
@@ -133,7 +145,13 @@ def violations(root: Path) -> list[str]:
             continue
         if top in PACKAGES:
             target_layer = layer_of(edge.target)
-            if target_layer is None:
+            app = application_of(edge.target)
+            if app is not None and application_of(edge.source) != app:
+                found.append(
+                    f"{edge.where}: {edge.source} imports {edge.target}: {app} is an "
+                    "application, not a library"
+                )
+            elif target_layer is None:
                 found.append(f"{edge.where}: {edge.target} is in no layer; add it to LAYERS")
             elif target_layer > source_layer:
                 found.append(
@@ -169,9 +187,12 @@ LEGAL_TREE = {
     "ac_env/agents/__init__.py": "from ac_env.agents.reference import ReferenceAgent\n",
     "ac_env/agents/reference.py": "from ac_env import env\n",
     "ac_env/bench/__init__.py": "",
-    "ac_env/bench/workers.py": "from ac_env.agents import ReferenceAgent\n",
+    "ac_env/runs/workers.py": "from ac_env.agents import ReferenceAgent\n",
     "ac_train/__init__.py": "",
-    "ac_train/models.py": "import torch\nfrom ac_env.bench import workers\n",
+    "ac_env/runs/__init__.py": "",
+    "ac_env/bench/cli.py": "from ac_env.bench import runner\nfrom ac_env.runs import workers\n",
+    "ac_env/bench/runner.py": "",
+    "ac_train/models.py": "import torch\nfrom ac_env.runs import workers\n",
 }
 
 
@@ -190,16 +211,23 @@ def test_every_forbidden_edge_is_named(tmp_path):
             # a task that knows about sandboxes, through a relative import
             "ac_env/tasks/model.py": "from ..sandbox import base\n",
             # ac_env depending on the training package and on torch
-            "ac_env/bench/workers.py": "import torch.nn\nfrom ac_train.models import load\n",
+            "ac_env/runs/workers.py": "import torch.nn\nfrom ac_train.models import load\n",
             "ac_env/extra.py": "",
+            # the trainer, or a shared piece, leaning on the benchmark application
+            "ac_train/models.py": "from ac_env.bench.runner import run_episode\n",
+            "ac_env/runs/__init__.py": "def f():\n    from ac_env import bench\n",
         },
     )
     assert violations(tmp_path) == [
         "ac_env.extra: in no layer; add it to LAYERS",
-        "ac_env/bench/workers.py:1: ac_env.bench.workers imports torch",
-        "ac_env/bench/workers.py:2: ac_env.bench.workers (bench) imports ac_train.models (train)",
         "ac_env/context.py:2: ac_env.context (core) imports ac_env.agents.reference (agents)",
+        "ac_env/runs/__init__.py:2: ac_env.runs.__init__ imports ac_env.bench.__init__: "
+        "ac_env.bench is an application, not a library",
+        "ac_env/runs/workers.py:1: ac_env.runs.workers imports torch",
+        "ac_env/runs/workers.py:2: ac_env.runs.workers (runs) imports ac_train.models (train)",
         "ac_env/tasks/model.py:1: ac_env.tasks.model (tasks) imports ac_env.sandbox.base (sandbox)",
+        "ac_train/models.py:1: ac_train.models imports ac_env.bench.runner: "
+        "ac_env.bench is an application, not a library",
     ]
 
 

@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ac_env.agents.http import OpenAIChatPolicy, TokenVocabulary
-from ac_env.bench.workers import policy_factory, require_token_records
 from ac_env.policy import SamplingConfig, missing_token_records
+from ac_env.runs.workers import policy_factory, require_token_records
 from ac_env.strategies import get_strategy
 from ac_train.models import tiny_model_and_tokenizer
 
@@ -154,7 +154,7 @@ def test_the_benchmark_warns_once_and_training_refuses_naming_what_is_missing(ca
     reply = {"choices": [{"message": {"content": "ok"}}]}
     with Stub("someone", lambda body: reply) as stub:
         make = policy_factory(f"openai:m@{stub.url}", get_strategy("none"))
-        with caplog.at_level(logging.WARNING, logger="ac_env.bench.workers"):
+        with caplog.at_level(logging.WARNING, logger="ac_env.runs.workers"):
             for seed in range(3):
                 assert make(seed).act(CHAT).text == "ok"
         warnings = [r for r in caplog.records if "gave no" in r.getMessage()]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ac_env.bench.workers import WORKER_ENTRY_POINTS, check_worker, policy_factory
 from ac_env.policy import PolicyOutput, SamplingConfig
+from ac_env.runs.workers import WORKER_ENTRY_POINTS, check_worker, policy_factory
 from ac_env.strategies import get_strategy
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,8 +7,9 @@ budget; every lower budget's outcome is read from that run (``budgets``). Result
 and ``write_report`` turns them into a markdown table and PNG plots.
 """
 
-from ac_env.bench.config import BenchConfig, ConfigMismatchError
+from ac_env.bench.config import BenchConfig
 from ac_env.bench.report import write_report
 from ac_env.bench.runner import run_benchmark
+from ac_env.runs.run_dir import ConfigMismatchError
 
 __all__ = ["BenchConfig", "ConfigMismatchError", "run_benchmark", "write_report"]

@@ -18,14 +18,16 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ac_env.bench.config import BenchConfig, ConfigMismatchError
-from ac_env.bench.failures import INFRA_EXIT_CODE, FailedCell, bench_failures, fork_failures
+from ac_env.bench.config import BenchConfig
+from ac_env.bench.failures import bench_failures, fork_failures
 from ac_env.bench.fork import EPISODES_FILE, FORK_DIR, ForkEpisode, run_fork
 from ac_env.bench.fork_report import write_fork_report
 from ac_env.bench.report import write_report
 from ac_env.bench.runner import run_benchmark
 from ac_env.config_flags import add_config_flags, config_kwargs
 from ac_env.records import read_jsonl
+from ac_env.runs.failures import INFRA_EXIT_CODE, FailedCell
+from ac_env.runs.run_dir import ConfigMismatchError
 
 # Flags whose names differ from the BenchConfig field they set.
 FLAGS = {"task_source": "--source", "task_ids": "--ids"}

@@ -1,45 +1,32 @@
-"""What a benchmark run is: its configuration, stored beside its results and checked on resume."""
+"""What a benchmark run is: its configuration, stored beside its results and checked on
+resume (``ac_env.runs.run_dir``). The task selection and every setting passed on to the env
+take their defaults, constraints and descriptions from the env's own ``EnvConfig``."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator
 
-from ac_env.bench.workers import check_worker
-from ac_env.config import every_split_unless_builtin
+from ac_env.config import TaskSelection, env_field
 from ac_env.policy import SamplingConfig
+from ac_env.runs.workers import check_worker
 from ac_env.strategies import DEFAULT_THRESHOLD, STRATEGIES, get_strategy
 from ac_env.timing.policy_file import DEFAULT_TIMING_POLICY
 
 DEFAULT_BUDGETS = (0.10, 0.20, 0.40, 0.80, 1.20, 4.00)
-CONFIG_FILE = "config.json"
-# Settings that change how fast a run goes, not what it measures: free to differ on resume.
-_RUNTIME_ONLY = ("workers", "command_cache")
 
 
-class BenchConfig(BaseModel):
+class BenchConfig(TaskSelection):
     """``worker``: ``reference``, ``openai:<model>@<base url>`` or a registered model worker
     (``hf:<path or smollm2>`` when ``ac_train`` is installed).
     ``budgets`` in USD per episode; each episode runs once, at the highest."""
 
     model_config = ConfigDict(extra="forbid")
+    RUNTIME_ONLY: ClassVar[tuple[str, ...]] = ("workers", "command_cache")
+    """Settings that change how fast a run goes, not what it measures: free to differ on
+    resume (``ac_env.runs.run_dir``)."""
 
-    task_source: str = Field(
-        default="builtin",
-        description="'builtin' (the synthetic suite), 'real' (the real-code suite) or a task file",
-    )
-    split: str | None = Field(
-        default="easy",
-        description="task split; None (on the command line: all) for every split; the "
-        "default is easy for the built-in suite, every split for any other source",
-    )
-    subset: str | None = Field(
-        default=None, description="'train' or held-out 'eval' (built-in and real suites)"
-    )
-    task_ids: list[str] | None = Field(default=None, description="only these task ids")
     limit: int | None = Field(default=None, gt=0, description="first N tasks of the selection")
     strategies: list[str] = Field(
         default_factory=lambda: ["none", "fixed", "learned"],
@@ -64,15 +51,13 @@ class BenchConfig(BaseModel):
     fixed_threshold: int = Field(
         default=DEFAULT_THRESHOLD, gt=0, description="the 'fixed' strategy's threshold"
     )
-    context_window: int = Field(
-        default=131_072, gt=0, description="context tokens past which an episode overflows"
-    )
-    pricing: str = Field(default="qwen3-coder-flash", description="pricing preset")
-    max_steps: int = Field(default=50, gt=0, description="model turns per episode")
-    sandbox: str = Field(default="local", description="local | unisolated | docker")
+    context_window: int = env_field("context_window")
+    pricing: str = env_field("pricing", description="pricing preset (ac_env.cost.PRICING_PRESETS)")
+    max_steps: int = env_field("max_steps")
+    sandbox: str = env_field("sandbox", description="local | unisolated | docker")
     workers: int = Field(default=2, gt=0, description="episodes run in parallel")
-    command_cache: str | None = Field(
-        default=None,
+    command_cache: str | None = env_field(
+        "command_cache",
         description="replay recorded command outputs and grades from this directory (local "
         "sandboxes; ac_env.sandbox.command_cache): strategies that run the same commands on the "
         "same workspace pay for them once. For deterministic workers (the reference agent): a "
@@ -81,11 +66,6 @@ class BenchConfig(BaseModel):
     temperature: float = Field(default=0.7, ge=0, description="model workers' sampling; 0: greedy")
     top_p: float = Field(default=1.0, gt=0, le=1, description="nucleus mass when sampling")
     max_new_tokens: int = Field(default=256, gt=0, description="output tokens per model call")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _other_sources_take_every_split(cls, data: Any) -> Any:
-        return every_split_unless_builtin(data)
 
     @field_validator("strategies")
     @classmethod
@@ -118,40 +98,3 @@ class BenchConfig(BaseModel):
     @property
     def run_budget(self) -> float:
         return max(self.budgets)
-
-
-class ConfigMismatchError(ValueError):
-    """A results directory holds a run of another configuration."""
-
-
-def differences(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    keys = sorted((set(stored) | set(current)) - set(_RUNTIME_ONLY))
-    return [
-        f"{key}: stored {stored.get(key)!r}, now {current.get(key)!r}"
-        for key in keys
-        if stored.get(key) != current.get(key)
-    ]
-
-
-def claim_directory(config: BaseModel, out_dir: Path) -> None:
-    """Write ``config.json`` (any run configuration: a benchmark's, a collection's) into a new
-    results directory, or check that the stored one is the same run (``ConfigMismatchError``
-    listing every difference otherwise)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / CONFIG_FILE
-    current = json.loads(config.model_dump_json())
-    if path.exists():
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        kind = type(config)
-        try:  # settings added since the directory was written take their defaults
-            stored = json.loads(kind.model_validate(stored).model_dump_json())
-        except ValidationError as err:
-            raise ConfigMismatchError(f"{path}: not a {kind.__name__}: {err}") from err
-        diff = differences(stored, current)
-        if diff:
-            raise ConfigMismatchError(
-                f"{out_dir} holds results of another configuration; use a new directory. "
-                "Differences: " + "; ".join(diff)
-            )
-        return
-    path.write_text(json.dumps(current, indent=2) + "\n", encoding="utf-8")

@@ -28,9 +28,9 @@ from pydantic import BaseModel
 
 from ac_env.agents.reference import RUBRIC_SETTLE_TURNS, RUBRIC_TOKENS, ReferenceAgent
 from ac_env.bench.config import BenchConfig
-from ac_env.bench.workers import policy_factory
 from ac_env.env import AutoCompactSWEEnv
 from ac_env.policy import Policy
+from ac_env.runs.workers import policy_factory
 from ac_env.strategies import Strategy, get_strategy
 from ac_env.timing.policy_file import (
     DEFAULT_TIMING_POLICY,

@@ -29,13 +29,13 @@ forks are written) and ``trajectories/`` (each original run and both branches of
 ``fork_report.write_fork_report`` adds the summary, table and plot. ``<out>/config.json`` is the
 run's identity, shared with an ``ac-bench`` run in the same directory. A rerun skips finished
 episodes, and in an unfinished one the forks already written (its original runs again to
-reach the others). An episode that crashes is retried once, then recorded as an infra error.
+reach the others). An original run that crashes or ends in an infrastructure error is retried
+once (``ac_env.runs.retry``), then recorded as an infra error.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import math
 import threading
 from collections.abc import Callable
@@ -50,26 +50,26 @@ from tqdm import tqdm
 
 from ac_env.actions import Compact, make_parser
 from ac_env.agents.rollout import play, rollout
-from ac_env.bench.config import BenchConfig, claim_directory
+from ac_env.bench.config import BenchConfig
 from ac_env.bench.episode_policy import (
     BindPolicy,
     EpisodePolicy,
     episode_policies,
     run_timing_policy,
 )
-from ac_env.bench.runner import ATTEMPTS, Job, episode_env_kwargs
+from ac_env.bench.episodes import Job, episode_env_kwargs, run_jobs
 from ac_env.bench.validate import validate_bench
 from ac_env.cost import CallCost
 from ac_env.env import AutoCompactSWEEnv
 from ac_env.paths import safe_child
 from ac_env.policy import PolicyOutput
 from ac_env.records import append_jsonl, read_jsonl
+from ac_env.runs.retry import recorded_infra_error, run_episode_with_retries
+from ac_env.runs.run_dir import claim_directory
 from ac_env.snapshot import EpisodeSnapshot
 from ac_env.strategies import Strategy, get_strategy
 from ac_env.timing.policy_file import TimingPolicy
 from ac_env.trajectory import Trajectory
-
-logger = logging.getLogger(__name__)
 
 FORK_DIR = "fork"
 FORKS_FILE = "forks.jsonl"
@@ -213,12 +213,7 @@ def run_fork(
     claim_directory(config, out)
     fork_dir = out / FORK_DIR
     (fork_dir / "trajectories").mkdir(parents=True, exist_ok=True)
-    jobs = [
-        Job(strategy, task, seed)
-        for strategy in config.strategies
-        for task in tasks
-        for seed in config.seeds
-    ]
+    jobs = run_jobs(config, tasks)
     finished = {e.key for e in read_jsonl(fork_dir / EPISODES_FILE, ForkEpisode)}
     forks = {f.key: f for f in read_jsonl(fork_dir / FORKS_FILE, ForkRecord)}
     todo = [job for job in jobs if job.key not in finished]
@@ -277,27 +272,23 @@ def fork_episode(
         episode_policies(config, strategy, timing),
         episode_policies(config, _skipping(strategy), timing),
     )
-    error, last = None, None
-    for attempt in range(1, ATTEMPTS + 1):
-        try:
-            last = _fork_attempt(config, job, fork_dir, done_steps, written, makers)
-        except Exception as err:  # env or sandbox failure: infrastructure, not the policy
-            logger.warning("%s: fork attempt %d failed: %s", job.key, attempt, err)
-            error = f"{type(err).__name__}: {err}"
-            continue
-        if last.status == "ok":
-            return last
-        logger.warning("%s: fork attempt %d: %s", job.key, attempt, last.error)
-    if last is not None:
-        return last
-    return ForkEpisode(
-        strategy=job.strategy,
-        instance_id=job.task.instance_id,
-        split=job.task.split,
-        seed=job.seed,
-        status="infra_error",
-        error=error,
+    retried = run_episode_with_retries(
+        lambda bind, attempt: _fork_attempt(
+            config, job, fork_dir, done_steps, written, makers, bind
+        ),
+        make_policy=lambda: makers[0](job.seed),
+        infra_error=recorded_infra_error,
+        crashed=lambda error: ForkEpisode(
+            strategy=job.strategy,
+            instance_id=job.task.instance_id,
+            split=job.task.split,
+            seed=job.seed,
+            status="infra_error",
+            error=error,
+        ),
+        label=f"fork {job.label}",
     )
+    return retried.result
 
 
 def _fork_attempt(
@@ -307,13 +298,15 @@ def _fork_attempt(
     done_steps: set[int],
     written: Callable[[ForkRecord], None],
     makers: tuple[EpisodePolicy, EpisodePolicy],
+    bind: BindPolicy,
 ) -> ForkEpisode:
+    """One attempt: the original run (its policy bound by ``bind``), then its forks."""
     env_kwargs = episode_env_kwargs(config, job)
     base = AutoCompactSWEEnv(**env_kwargs)
     env = CompactionPoints(base)
     try:
         original = rollout(
-            env, makers[0](job.seed)(base), seed=job.seed, options={"task_id": job.task.instance_id}
+            env, bind(base), seed=job.seed, options={"task_id": job.task.instance_id}
         )
         points = list(env.points)
     finally:

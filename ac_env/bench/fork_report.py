@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
+from ac_env.analysis.stats import Estimate, bootstrap_mean
 from ac_env.bench.config import BenchConfig
 from ac_env.bench.fork import FORK_DIR, ForkRecord
-from ac_env.bench.metrics import Estimate, bootstrap_mean
 from ac_env.bench.report import KIND_MARKERS, _pyplot
 
 

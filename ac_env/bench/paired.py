@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, computed_field
 
+from ac_env.analysis.stats import Estimate, paired_difference
 from ac_env.bench.budgets import BudgetOutcome
-from ac_env.bench.metrics import Estimate, paired_difference
 from ac_env.bench.runner import EpisodeRecord
 
 Value = Callable[[EpisodeRecord], float | None]

@@ -13,6 +13,7 @@ strategy, all of the same task (``context_episode`` says which and why), compact
 
 from __future__ import annotations
 
+import statistics
 import textwrap
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -23,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel
 
+from ac_env.analysis.metrics import EpisodeMetrics
+from ac_env.analysis.payback import Payback
+from ac_env.analysis.stats import Estimate, bootstrap_mean
 from ac_env.bench.config import BenchConfig
 from ac_env.bench.episode_policy import CompactionRule, compaction_rules, rules_section
-from ac_env.bench.failures import short_reason
-from ac_env.bench.metrics import EpisodeMetrics, Estimate, bootstrap_mean
 from ac_env.bench.paired import (
     FULL_HISTORY,
     PairedComparison,
@@ -38,10 +40,10 @@ from ac_env.bench.paired import (
     spent_at,
     task_values,
 )
-from ac_env.bench.payback import PAYBACK_HEADER, payback_row
 from ac_env.bench.runner import EpisodeRecord
 from ac_env.paths import safe_child
 from ac_env.policy import SamplingConfig
+from ac_env.runs.failures import short_reason
 from ac_env.trajectory import Trajectory
 
 if TYPE_CHECKING:
@@ -101,6 +103,26 @@ def cache_note(config: BenchConfig) -> list[str]:
         f"Commands and grades replayed from `{config.command_cache}` where recorded (same task, "
         "workspace and command): a replayed command shows the output of its first run."
     ]
+
+
+def payback_row(strategy: str, items: Sequence[Payback]) -> str:
+    """One row of the report's break-even table (medians over the compactions)."""
+    if not items:
+        return f"| {strategy} | 0 | - | - | - | - | - |"
+    finite = [p.break_even_steps for p in items if p.break_even_steps != float("inf")]
+    even = f"{statistics.median(finite):.1f}" if finite else "never"
+    return (
+        f"| {strategy} | {len(items)} | {statistics.median(p.extra_usd for p in items):.5f} | "
+        f"{statistics.median(p.saving_per_step_usd for p in items):.5f} | {even} | "
+        f"{statistics.median(p.later_steps for p in items):.0f} | "
+        f"{sum(p.paid_off for p in items) / len(items):.0%} |"
+    )
+
+
+PAYBACK_HEADER = (
+    "| strategy | compactions | extra $ (writing + cache miss) | saved $ per later step | "
+    "break-even steps | later steps | paid off |\n|---|---|---|---|---|---|---|"
+)
 
 
 def payback_table(records: Sequence[EpisodeRecord]) -> str:
@@ -252,12 +274,12 @@ def write_report(
             "Medians over every applied compaction. Extra: the calls that wrote the summary plus "
             "the next call reading the rewritten prompt uncached; saved: the removed tokens at "
             "the cache-hit price on each later step; break-even: extra / saved; paid off: the "
-            "episode went on at least that many steps (ac_env/bench/payback.py).",
+            "episode went on at least that many steps (ac_env/analysis/payback.py).",
             "## Summary audit and continuation after compaction",
             audit_table(records),
             "Audit rates are over the summaries the policy wrote (summary-ignored writes none); "
             "re-reads, re-searches and 'follows' are over the first 5 steps after each applied "
-            "summary (see ac_env/bench/audit.py and continuation.py for the rules).",
+            "summary (see ac_env/analysis/audit.py and continuation.py for the rules).",
             *infra_section(records),
             *plot_notes,
         ]

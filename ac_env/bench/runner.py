@@ -6,18 +6,16 @@ every budget, summary audits, continuation figures) and ``trajectories/``. A
 rerun skips every episode already in ``episodes.jsonl`` (a torn last line from an interrupted
 write is dropped). An episode that fails for infrastructure reasons (an exception from the
 env or sandbox, a model server that did not answer, or grading that could not run) is retried
-once; if it fails again it is recorded as ``infra_error`` and left out of every success rate,
-never counted as a failure. The whole configuration is checked first (``validate``): a run
-that cannot work writes nothing.
+once (``ac_env.runs.retry``); if it fails again it is recorded as ``infra_error`` and left out
+of every success rate, never counted as a failure. The whole configuration is checked first
+(``validate``): a run that cannot work writes nothing.
 """
 
 from __future__ import annotations
 
-import logging
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import gymnasium as gym
 from pydantic import BaseModel
@@ -25,25 +23,24 @@ from tqdm import tqdm
 
 import ac_env  # noqa: F401  (registers the env id)
 from ac_env.agents.rollout import rollout
-from ac_env.bench.audit import SummaryAudit, SummaryWorkspace, audit_trajectory
+from ac_env.analysis.audit import SummaryAudit, SummaryWorkspace, audit_trajectory
+from ac_env.analysis.continuation import Continuation, continuations
+from ac_env.analysis.metrics import EpisodeMetrics, episode_metrics
 from ac_env.bench.budgets import BudgetCrossings, BudgetOutcome, budget_outcomes
-from ac_env.bench.config import BenchConfig, claim_directory
-from ac_env.bench.continuation import Continuation, continuations
+from ac_env.bench.config import BenchConfig
 from ac_env.bench.episode_policy import BindPolicy, episode_policies, run_timing_policy
-from ac_env.bench.metrics import EpisodeMetrics, episode_metrics
+from ac_env.bench.episodes import Job, episode_env_kwargs, run_jobs
 from ac_env.bench.validate import validate_bench
 from ac_env.cost import make_pricing
 from ac_env.paths import safe_child
 from ac_env.records import append_jsonl, read_jsonl
+from ac_env.runs.retry import recorded_infra_error, run_episode_with_retries
+from ac_env.runs.run_dir import claim_directory
 from ac_env.sandbox import make_sandbox_factory
 from ac_env.strategies import get_strategy
-from ac_env.tasks import Task, load_tasks
 from ac_env.timing.policy_file import TimingPolicy
 
-logger = logging.getLogger(__name__)
-
 RECORDS_FILE = "episodes.jsonl"
-ATTEMPTS = 2  # the first try and one retry after an infrastructure failure
 
 
 class EpisodeRecord(BaseModel):
@@ -65,24 +62,6 @@ class EpisodeRecord(BaseModel):
         return (self.strategy, self.instance_id, self.seed)
 
 
-@dataclass(frozen=True)
-class Job:
-    strategy: str
-    task: Task
-    seed: int
-
-    @property
-    def key(self) -> tuple[str, str, int]:
-        return (self.strategy, self.task.instance_id, self.seed)
-
-
-def select_tasks(config: BenchConfig) -> list[Task]:
-    tasks = load_tasks(config.task_source, config.split, config.task_ids, config.subset)
-    if not tasks:
-        raise ValueError(f"no tasks in {config.task_source!r} split {config.split!r}")
-    return tasks[: config.limit]
-
-
 def read_records(out_dir: Path) -> list[EpisodeRecord]:
     return read_jsonl(out_dir / RECORDS_FILE, EpisodeRecord)
 
@@ -96,12 +75,7 @@ def run_benchmark(
     tasks = validate_bench(config)  # nothing is written before all of it checks out
     timing = run_timing_policy(config)
     claim_directory(config, out)
-    jobs = [
-        Job(strategy, task, seed)
-        for strategy in config.strategies
-        for task in tasks
-        for seed in config.seeds
-    ]
+    jobs = run_jobs(config, tasks)
     records = {r.key: r for r in read_records(out)}
     todo = [job for job in jobs if job.key not in records]
     bar = tqdm(
@@ -125,52 +99,27 @@ def run_benchmark(
 def run_episode(
     config: BenchConfig, job: Job, out: Path, timing: TimingPolicy | None
 ) -> EpisodeRecord:
-    """One episode, retried once after an infrastructure failure (the last recorded attempt,
-    with its trajectory, stands). A policy that cannot be made (a bad worker) raises: that is
-    the run's configuration, not the infrastructure. ``timing``: the run's timing policy
-    (``run_timing_policy``)."""
+    """One episode, under the one infrastructure-retry policy (``ac_env.runs.retry``: the last
+    recorded attempt, with its trajectory, stands). A policy that cannot be made (a bad
+    worker) raises: that is the run's configuration, not the infrastructure. ``timing``: the
+    run's timing policy (``run_timing_policy``)."""
     make_policy = episode_policies(config, get_strategy(job.strategy), timing)
-    error, last = None, None
-    for attempt in range(1, ATTEMPTS + 1):
-        bind = make_policy(job.seed)
-        try:
-            record = _attempt(config, job, out, attempt, bind)
-        except Exception as err:  # env or sandbox failure: infrastructure, not the policy
-            logger.warning("%s: attempt %d failed: %s", job.key, attempt, err)
-            error = f"{type(err).__name__}: {err}"
-            continue
-        if record.status == "ok":
-            return record
-        logger.warning("%s: attempt %d: %s", job.key, attempt, record.error)
-        last = record
-    if last is not None:
-        return last.model_copy(update={"attempts": ATTEMPTS})
-    return EpisodeRecord(
-        strategy=job.strategy,
-        instance_id=job.task.instance_id,
-        split=job.task.split,
-        seed=job.seed,
-        status="infra_error",
-        attempts=ATTEMPTS,
-        error=error,
+    retried = run_episode_with_retries(
+        lambda bind, attempt: _attempt(config, job, out, attempt, bind),
+        make_policy=lambda: make_policy(job.seed),
+        infra_error=recorded_infra_error,
+        crashed=lambda error: EpisodeRecord(
+            strategy=job.strategy,
+            instance_id=job.task.instance_id,
+            split=job.task.split,
+            seed=job.seed,
+            status="infra_error",
+            attempts=0,
+            error=error,
+        ),
+        label=job.label,
     )
-
-
-def episode_env_kwargs(config: BenchConfig, job: Job) -> dict[str, Any]:
-    """The env keywords of one episode: the job's task alone, at the run budget."""
-    strategy = get_strategy(job.strategy)
-    return {
-        "task_source": config.task_source,
-        "split": None,
-        "task_ids": [job.task.instance_id],
-        "sandbox": config.sandbox,
-        "pricing": config.pricing,
-        "budget_usd": config.run_budget,
-        "context_window": config.context_window,
-        "max_steps": config.max_steps,
-        "command_cache": config.command_cache,
-        **strategy.env_kwargs(config.fallback_threshold, config.fixed_threshold),
-    }
+    return retried.result.model_copy(update={"attempts": retried.attempts})
 
 
 def _attempt(

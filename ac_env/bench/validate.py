@@ -1,116 +1,32 @@
-"""A run's whole configuration, checked before its first episode and before anything is
-written: the tasks (file, split, ids; each one's test_command a pytest invocation the grader
-can run), the env keywords of every strategy, the pricing preset, the sandbox (bubblewrap
-installed, a Docker daemon answering and holding every task's image), the worker (an HTTP
-model server answering one probe request) and the timing policy file ``learned`` uses. A
-failure is one ``ConfigurationError`` line naming what to fix; the output directory is not
-even created, so fixing a typo and rerunning just works.
+"""A benchmark run's whole configuration, checked before its first episode and before anything
+is written: the tasks (file, split, ids; each one's test_command one the grader runs), the env
+keywords of every strategy, the pricing preset, the sandbox, the worker and the timing policy
+file ``learned`` uses (the checks themselves: ``ac_env.runs.checks``). A failure is one
+``ConfigurationError`` line naming what to fix; the output directory is not even created.
 """
 
 from __future__ import annotations
 
-import importlib.util
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
-
-from ac_env.agents.errors import ModelServerError
-from ac_env.agents.http import probe_server
 from ac_env.bench.config import BenchConfig
 from ac_env.bench.episode_policy import run_timing_policy
-from ac_env.config import parse_config
-from ac_env.cost import make_pricing
-from ac_env.grading.runner import RunnerCommandError, parse_test_command
-from ac_env.sandbox import make_sandbox_factory
-from ac_env.sandbox.base import SandboxError
+from ac_env.bench.episodes import Job, episode_env_kwargs, select_tasks
+from ac_env.runs.checks import (
+    check_env_kwargs,
+    check_sandbox,
+    check_test_commands,
+    check_worker_usable,
+    checked,
+)
 from ac_env.tasks import Task
-
-T = TypeVar("T")
-
-
-class ConfigurationError(ValueError):
-    """A run's configuration cannot work; the message is one line naming the setting."""
-
-    def __init__(self, setting: str, problem: object) -> None:
-        super().__init__(" ".join(f"{setting}: {problem}".split()))
 
 
 def validate_bench(config: BenchConfig) -> list[Task]:
     """The tasks of an ``ac-bench`` run (or its fork), once everything it needs checks out."""
-    from ac_env.bench.runner import Job, episode_env_kwargs, select_tasks  # runner imports us
-
     tasks = checked("tasks", lambda: select_tasks(config))
     checked("tasks", lambda: check_test_commands(tasks))
     for strategy in config.strategies:
         check_env_kwargs(episode_env_kwargs(config, Job(strategy, tasks[0], config.seeds[0])))
     check_sandbox(config.sandbox, tasks)
-    check_worker("worker", config.worker)
+    check_worker_usable("worker", config.worker)
     checked("timing_policy", lambda: run_timing_policy(config))
     return tasks
-
-
-def check_env_kwargs(kwargs: dict[str, Any]) -> None:
-    """The env keywords parse, and the pricing they name exists."""
-    checked("env", lambda: parse_config(kwargs))
-    pricing = kwargs.get("pricing")
-    if isinstance(pricing, str):
-        checked("pricing", lambda: make_pricing(pricing))
-
-
-def check_test_commands(tasks: list[Task]) -> None:
-    """Every task's ``test_command`` is one the grader runs (a pytest invocation)."""
-    for task in tasks:
-        try:
-            parse_test_command(task.test_command)
-        except RunnerCommandError as error:
-            raise ValueError(f"task {task.instance_id}: {error}") from None
-
-
-def check_sandbox(spec: str, tasks: Sequence[Task] = ()) -> None:
-    """The sandbox can run here (bubblewrap installed, a Docker daemon answering) and, for
-    Docker, the daemon holds every image ``tasks`` run in (nothing is pulled)."""
-    checked("sandbox", lambda: make_sandbox_factory(spec))
-    if spec == "docker" and tasks:
-        from ac_env.sandbox.docker import BASE_IMAGE, missing_images
-        from ac_env.sandbox.docker_session import docker_client
-
-        images = [task.image_name or BASE_IMAGE for task in tasks]
-        missing = checked("sandbox", lambda: missing_images(docker_client(), images))
-        if missing:
-            raise ConfigurationError(
-                "sandbox",
-                f"docker image(s) not present on the daemon, and nothing is pulled from a "
-                f"registry: {', '.join(missing)}; load them (`docker load`) or build them "
-                "(`scripts/docker_daemon.sh start` builds the base image, "
-                "`scripts/swebench_image.py` a task's from its snapshot_dir)",
-            )
-
-
-def check_worker(setting: str, worker: str) -> None:
-    """``reference``; ``hf:...`` with the training extra installed; ``openai:<model>@<url>``
-    with a server there that answers one probe request and serves the model."""
-    if worker.startswith("hf:"):
-        if importlib.util.find_spec("torch") is None:
-            raise ConfigurationError(setting, f"{worker} needs torch (the 'train' extra)")
-        return
-    if worker.startswith("openai:"):
-        model, _, url = worker.removeprefix("openai:").partition("@")
-        if not model or not url.startswith(("http://", "https://")):
-            raise ConfigurationError(setting, f"{worker!r} is not openai:<model>@<http(s) url>")
-        try:
-            probe_server(url, model)
-        except ModelServerError as error:
-            problem = f"the model server does not answer: {error}"
-            raise ConfigurationError(setting, problem) from None
-        return
-    if worker != "reference":
-        raise ConfigurationError(setting, f"unknown worker {worker!r}")
-
-
-def checked(setting: str, check: Callable[[], T]) -> T:
-    """``check()``, its ValueError or SandboxError turned into a ``ConfigurationError``."""
-    try:
-        return check()
-    except ConfigurationError:
-        raise
-    except (ValueError, SandboxError) as error:
-        raise ConfigurationError(setting, error) from None

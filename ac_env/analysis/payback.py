@@ -15,9 +15,6 @@ changes what the agent does, is worth more (or less) than its payback says.
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Sequence
-
 from pydantic import BaseModel
 
 from ac_env.cost import Pricing
@@ -91,23 +88,3 @@ def paybacks(trajectory: Trajectory, pricing: Pricing, summary_steps: set[int]) 
             )
         )
     return result
-
-
-def payback_row(strategy: str, items: Sequence[Payback]) -> str:
-    """One row of the report's break-even table (medians over the compactions)."""
-    if not items:
-        return f"| {strategy} | 0 | - | - | - | - | - |"
-    finite = [p.break_even_steps for p in items if p.break_even_steps != float("inf")]
-    even = f"{statistics.median(finite):.1f}" if finite else "never"
-    return (
-        f"| {strategy} | {len(items)} | {statistics.median(p.extra_usd for p in items):.5f} | "
-        f"{statistics.median(p.saving_per_step_usd for p in items):.5f} | {even} | "
-        f"{statistics.median(p.later_steps for p in items):.0f} | "
-        f"{sum(p.paid_off for p in items) / len(items):.0%} |"
-    )
-
-
-PAYBACK_HEADER = (
-    "| strategy | compactions | extra $ (writing + cache miss) | saved $ per later step | "
-    "break-even steps | later steps | paid off |\n|---|---|---|---|---|---|---|"
-)

@@ -1,4 +1,4 @@
-"""Per-episode figures read from a trajectory, and their aggregates with bootstrap intervals.
+"""Per-episode figures read from a trajectory (their aggregates: ``ac_env.analysis.stats``).
 
 Cost is split by where it went: uncached input, cached input, output (each priced at the tier
 of its call), and the part of it spent on summary calls: those whose output was a summary or
@@ -11,13 +11,13 @@ the gold patch changes, as a traceback or a suspect ranking does; the task's gro
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel
 
-from ac_env.bench.payback import Payback, paybacks, priced
+from ac_env.analysis.payback import Payback, paybacks, priced
 from ac_env.compaction import CommandRecord, files_read
 from ac_env.cost import Pricing
 from ac_env.tasks import Task
@@ -169,45 +169,3 @@ def _compactions(
                 )
             )
     return sorted(records, key=lambda r: r.step)
-
-
-# ---- aggregates ------------------------------------------------------------------------------
-
-
-class Estimate(BaseModel):
-    """A mean over tasks (each task first averaged over its seeds) and a 95% bootstrap
-    interval from resampling tasks."""
-
-    mean: float
-    low: float
-    high: float
-    n: int
-
-
-def bootstrap_mean(
-    per_task: Sequence[Sequence[float]], resamples: int = 2000, seed: int = 0
-) -> Estimate:
-    """``per_task``: the values of each task's seeds. Tasks with no value are left out."""
-    means = np.array([float(np.mean(v)) for v in per_task if len(v)])
-    if means.size == 0:
-        return Estimate(mean=float("nan"), low=float("nan"), high=float("nan"), n=0)
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, means.size, size=(resamples, means.size))
-    boot = means[draws].mean(axis=1)
-    low, high = np.percentile(boot, [2.5, 97.5])
-    return Estimate(mean=float(means.mean()), low=float(low), high=float(high), n=int(means.size))
-
-
-def paired_difference(
-    per_task: Mapping[str, Sequence[float]],
-    reference: Mapping[str, Sequence[float]],
-    resamples: int = 2000,
-    seed: int = 0,
-) -> Estimate:
-    """The mean over tasks of (a task's mean over seeds) minus (the reference's, on the same
-    task), with a 95% paired bootstrap interval: tasks are resampled, the same resample for
-    both sides, which is resampling the per-task differences. Only tasks with values on both
-    sides count (``n``); they are taken in id order, so the interval is deterministic."""
-    paired = sorted(t for t in per_task.keys() & reference.keys() if per_task[t] and reference[t])
-    differences = [[float(np.mean(per_task[t]) - np.mean(reference[t]))] for t in paired]
-    return bootstrap_mean(differences, resamples, seed)

@@ -16,7 +16,7 @@ import shlex
 
 from pydantic import BaseModel
 
-from ac_env.bench.metrics import files_read_by
+from ac_env.analysis.metrics import files_read_by
 from ac_env.compaction import parse_sections
 from ac_env.trajectory import Trajectory
 
