@@ -5,6 +5,11 @@ seed and actions, a compaction included."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import gymnasium as gym
 import pytest
 import skyrl_gym
@@ -113,3 +118,17 @@ def test_extras_are_checked_naming_the_field():
     with pytest.raises(ValueError, match="task_id"):
         env.init([])
     env.close()
+
+
+def test_the_example_runs_an_episode():
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run(
+        [sys.executable, str(root / "examples" / "skyrl_episode.py"), "--seeds", "1"],
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "--> submitted: reward 1.0" in run.stdout
