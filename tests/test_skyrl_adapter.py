@@ -6,8 +6,10 @@ seed and actions, a compaction included."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import gymnasium as gym
@@ -132,3 +134,23 @@ def test_the_example_runs_an_episode():
     )
     assert run.returncode == 0, run.stderr
     assert "--> submitted: reward 1.0" in run.stdout
+
+
+def test_each_episode_has_its_own_sandbox_and_close_removes_it(monkeypatch):
+    # commands run as nobody, who cannot enter pytest's tmp_path (mode 700): a fresh 755 dir
+    sandboxes = Path(tempfile.mkdtemp(prefix="autocompact-skyrl-test-"))
+    sandboxes.chmod(0o755)
+    monkeypatch.setattr(tempfile, "tempdir", str(sandboxes))
+    register()
+    try:
+        envs = [skyrl_gym.make(ENV_CLASS, env_config={}, extras={"seed": s}) for s in (0, 1)]
+        for env in envs:
+            env.init([])
+        assert len(list(sandboxes.glob("autocompact-sandbox-*"))) == 2
+        output = envs[0].step(bash("submit"))
+        assert output["done"] and output["reward"] == 0.0
+        for env in envs:
+            env.close()
+        assert list(sandboxes.glob("autocompact-sandbox-*")) == []
+    finally:
+        shutil.rmtree(sandboxes, ignore_errors=True)
