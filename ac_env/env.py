@@ -18,6 +18,7 @@ import gymnasium as gym
 
 from ac_env.actions import Bash, Compact, CompactCall, FormatError, Submit, make_parser
 from ac_env.compaction import CommandRecord, Compactor, Turn, extractive_summary
+from ac_env.compaction.when import Moment, TokenThreshold
 from ac_env.config import EnvConfig, SandboxFactory, parse_config
 from ac_env.context import Context
 from ac_env.cost import CallCost, CostMeter, make_pricing
@@ -228,7 +229,7 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
             self.trajectory.append(event)
         exit_reason = exit_reason or self._truncation_reason()
         if exit_reason is None:
-            self.compaction.request_if_due(self.context)
+            self.compaction.request_if_due(self.context, self.moment())
         self._last_render = _render_step(turn.output, self.context)
         if exit_reason is None:
             info = self._info(step_cost, event, None, sandbox_s, 0.0, started)
@@ -256,6 +257,14 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         if self._done:
             raise RuntimeError("the episode has ended (or never started): call reset()")
         return self._end(exit_reason, CallCost(), None, 0.0, time.perf_counter(), infra_error)
+
+    def moment(self) -> Moment:
+        """The episode now, as a timing rule reads it (``ac_env.compaction.when``): the
+        context's messages and exact token count, the turns since the last summary rewrite."""
+        if self.trajectory is None:
+            raise RuntimeError("no episode: call reset()")
+        messages = tuple({"role": m.role, "content": m.content} for m in self.context.messages)
+        return Moment(messages, self.context.tokens, self.trajectory.turns_since_rewrite())
 
     def snapshot(self) -> EpisodeSnapshot:
         """The running episode's whole state (see ``ac_env.snapshot``), to ``restore`` later
@@ -455,12 +464,13 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         return grade_cached(self.task, patch, self._make_sandbox, timeout, cache)
 
     def _compactor(self) -> Compactor:
+        threshold = self.config.forced_compaction_threshold
         return Compactor(
             protocol=self.config.compaction_protocol,
             skip=self.config.skip_compaction,
             keep_recent=self.config.keep_recent,
             mask_keep=self.config.mask_observations_keep,
-            threshold=self.config.forced_compaction_threshold,
+            force_when=None if threshold is None else TokenThreshold(threshold),
         )
 
     def _output_tokens(self, output: str) -> int:

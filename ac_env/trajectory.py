@@ -153,6 +153,13 @@ class Trajectory:
     def tool_results(self) -> list[ToolResult]:
         return [e for e in self.events if isinstance(e, ToolResult)]
 
+    def turns_since_rewrite(self) -> int:
+        """Model calls since the last summary rewrite (masking does not count), or since the
+        start."""
+        calls = len(self.model_calls())
+        rewrites = [e for e in self.compactions() if e.trigger != "masking"]
+        return calls - (rewrites[-1].step + 1) if rewrites else calls
+
     @property
     def end(self) -> EpisodeEnd | None:
         last = self.events[-1] if self.events else None

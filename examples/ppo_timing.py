@@ -5,8 +5,9 @@ compared with fixed rules on held-out tasks at the same budget.
 
 Training uses the first ``--train-tasks`` built-in easy tasks of the ``train`` subset; the
 evaluation runs every policy once on each of the first ``--eval-tasks`` ``eval`` tasks:
-PPO (deterministic), ``never``, ``every N`` (compact after N worker turns) and ``threshold T``
-(compact once the context holds T tokens). ``--quick`` is a smoke run for the tests.
+PPO (deterministic), ``never``, ``every N`` (compact after N worker turns), ``after passing
+tests`` and ``threshold T`` (compact once the context holds more than T tokens); the rules are
+``ac_env.compaction.when``'s. ``--quick`` is a smoke run for the tests.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import SubprocVecEnv
 from tqdm import tqdm
 
+from ac_env.compaction.when import AfterPassingTests, Every, Never, TokenThreshold
 from ac_env.tasks import load_tasks
 from ac_env.timing import COMPACT, CONTINUE, TimingEnv
-from ac_env.timing.rules import Decide, every, never, threshold
+from ac_env.timing.rules import Decide, decide_by
 
 
 @dataclass(frozen=True)
@@ -125,9 +127,10 @@ def main() -> None:
 
     policies: dict[str, Decide] = {
         "ppo": ppo,
-        "never": never,
-        f"every {args.every}": every(args.every),
-        f"threshold {args.threshold}": threshold(args.threshold),
+        "never": decide_by(Never()),
+        f"every {args.every}": decide_by(Every(args.every)),
+        f"threshold {args.threshold}": decide_by(TokenThreshold(args.threshold)),
+        "after passing tests": decide_by(AfterPassingTests()),
     }
     env = make_env("eval", args.eval_tasks)
     task_ids = [t.instance_id for t in env.inner.tasks]

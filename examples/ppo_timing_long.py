@@ -54,13 +54,14 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from tqdm import tqdm
 
-from ac_env.agents.reference import CompactWhen, ReferenceAgent
+from ac_env.agents.reference import ReferenceAgent
 from ac_env.analysis.stats import bootstrap_mean, paired_difference
+from ac_env.compaction.when import Every, Never, TokenThreshold
 from ac_env.sandbox.command_cache import CachingSandbox
 from ac_env.tasks import load_tasks
 from ac_env.timing import COMPACT, CONTINUE, TimingEnv
 from ac_env.timing.policy_file import save_timing_policy
-from ac_env.timing.rules import Decide, every, never, threshold
+from ac_env.timing.rules import Decide, decide_by
 
 BUDGETS = (0.1, 0.2, 0.4)
 EVERY = (20, 10, 5)
@@ -84,7 +85,7 @@ class Outcome:
 # ---- environments -------------------------------------------------------------------------
 
 
-def make_env(args: argparse.Namespace, subset: str, worker: CompactWhen = "never") -> TimingEnv:
+def make_env(args: argparse.Namespace, subset: str, worker: str = "never") -> TimingEnv:
     env_kwargs: dict[str, Any] = {
         "task_source": "real",
         "split": "long",
@@ -307,14 +308,16 @@ def train(args: argparse.Namespace) -> MaskablePPO:
 # ---- 2. and 3. rules, episodes ------------------------------------------------------------
 
 
-def rules() -> dict[str, tuple[str, Decide, CompactWhen]]:
+def rules() -> dict[str, tuple[str, Decide, str]]:
     """name -> (family, decide, the worker's own compaction rule), cheapest to learn from first
     (the episodes run in this order)."""
-    table: dict[str, tuple[str, Decide, CompactWhen]] = {"never": ("never", never, "never")}
-    table["after_locate"] = ("after_locate", never, "after_locate")
-    table |= {f"threshold {t}": ("threshold", threshold(t), "never") for t in THRESHOLDS}
-    table |= {f"every {n}": ("every", every(n), "never") for n in EVERY}
-    table["after_fix"] = ("after_fix", never, "after_fix")
+    table: dict[str, tuple[str, Decide, str]] = {"never": ("never", decide_by(Never()), "never")}
+    table["after_locate"] = ("after_locate", decide_by(Never()), "after_locate")
+    table |= {
+        f"threshold {t}": ("threshold", decide_by(TokenThreshold(t)), "never") for t in THRESHOLDS
+    }
+    table |= {f"every {n}": ("every", decide_by(Every(n)), "never") for n in EVERY}
+    table["after_fix"] = ("after_fix", decide_by(Never()), "after_fix")
     return table
 
 
@@ -345,7 +348,7 @@ def run_all(
     args: argparse.Namespace,
     stage: str,
     subset: str,
-    policies: dict[str, tuple[Decide, CompactWhen]],
+    policies: dict[str, tuple[Decide, str]],
     done: dict[tuple[str, str, str], Outcome],
 ) -> dict[str, list[Outcome]]:
     """Every policy on every task of ``subset``, skipping episodes ``done`` already holds."""
@@ -353,7 +356,7 @@ def run_all(
     index, count = args.shard
     mine = ids[index::count]
     jobs = [(name, t) for name in policies for t in mine if (stage, name, t) not in done]
-    envs: dict[CompactWhen, TimingEnv] = {}
+    envs: dict[str, TimingEnv] = {}
     with (args.out / f"episodes-{stage}-{index}.jsonl").open("a") as log:
         for name, task_id in tqdm(jobs, desc=f"{stage} episodes", unit="ep"):
             decide, worker = policies[name]

@@ -22,14 +22,16 @@ after a compaction), then takes the next step of a plain repair loop:
    failing tests).
 
 Every command starts with a comment naming its step (``# try: pkg/mod.py:12 `<` -> `<=```),
-which is how the agent recognizes its own steps in the history. ``compact_when="after_locate"``
-makes it compact on its own once the bug is located, ``"after_fix"`` once the whole suite has
+which is how the agent recognizes its own steps in the history. ``compact_when`` is a timing
+rule (``ac_env.compaction.when``: a ``TimingRule`` or its spec, such as ``"every:5"`` or
+``"after_passing_tests"``) or one of the agent's phase rules, which read its working state:
+``"after_locate"`` compacts once the bug is located, ``"after_fix"`` once the whole suite has
 confirmed a partial fix (a bug among several fixed: the summary carries the kept fixes, and
 what the next bug needs is found afresh); ``"rubric"`` follows the ``self`` strategy's rubric
-(``COMPACTION_RUBRIC``; ``_rubric_compacts`` says which of its lines, and how). All are
-triggers in the form of the env's ``compaction_protocol``: the summary itself (``inline``), or
-a bare ``compact`` call and then the summary the env asks for (``tool_call``). It always
-answers the environment's requests for a summary with a valid one.
+(``COMPACTION_RUBRIC``; ``Rubric`` says which of its lines, and how). All are triggers in the
+form of the env's ``compaction_protocol``: the summary itself (``inline``), or a bare
+``compact`` call and then the summary the env asks for (``tool_call``). It always answers the
+environment's requests for a summary with a valid one.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 from ac_env.actions import SUMMARY_HEADER, Bash, CompactCall, TerminalParser
 from ac_env.agents.edit_script import EDIT_FAILED, edit_command, parse_edit, undo_command
@@ -50,11 +52,9 @@ from ac_env.agents.twins import parse_twins, twins_command
 from ac_env.agents.working_state import WorkingState, read_summary, write_summary
 from ac_env.compaction.protocol import CompactionProtocol
 from ac_env.compaction.texts import COMPACTION_REQUEST, WORKING_STATE_REQUEST
+from ac_env.compaction.when import Moment, TimingRule, TokenThreshold, timing_rule
 from ac_env.policy import PolicyOutput
 from ac_env.test_log import TestRunSummary, summarize_pytest_output
-from ac_env.tokens import ApproxTokenCounter
-
-CompactWhen = Literal["never", "after_locate", "after_fix", "rubric"]
 
 RUBRIC_TOKENS = 12_000  # the rubric's "more than about 12,000 tokens"
 RUBRIC_SETTLE_TURNS = 3  # the rubric's "a few turns ago": fewer own turns than this
@@ -287,19 +287,14 @@ class ReferenceAgent:
 
     def __init__(
         self,
-        compact_when: CompactWhen = "never",
+        compact_when: str | TimingRule = "never",
         compaction_protocol: CompactionProtocol = "inline",
     ) -> None:
-        if compact_when not in ("never", "after_locate", "after_fix", "rubric"):
-            raise ValueError(
-                f"compact_when: {compact_when!r} is not 'never', 'after_locate', 'after_fix' "
-                "or 'rubric'"
-            )
+        self.rule = _rule(compact_when)
         if compaction_protocol not in ("inline", "tool_call"):
             raise ValueError(
                 f"compaction_protocol: {compaction_protocol!r} is not 'inline' or 'tool_call'"
             )
-        self.compact_when = compact_when
         self.compaction_protocol = compaction_protocol
 
     def act(self, observation: Sequence[Mapping[str, str]]) -> PolicyOutput:
@@ -309,31 +304,13 @@ class ReferenceAgent:
         thought, command, next_step = self._decide(state, reproduction)
         if history.compaction_requested:
             return PolicyOutput(text=write_summary(state, _task_line(history.issue), next_step))
-        if self._compacts_now(history, state, observation):
+        if history.turns and self.rule(Moment.of_messages(observation)):
             if self.compaction_protocol == "tool_call":
                 return PolicyOutput(text=f"THOUGHT: compact now\n{CompactCall().render()}")
             return PolicyOutput(text=write_summary(state, _task_line(history.issue), next_step))
         if command is None:
             return PolicyOutput(text=f"THOUGHT: {thought}\n```bash\nsubmit\n```")
         return PolicyOutput(text=f"THOUGHT: {thought}\n```bash\n{_importable(command)}\n```")
-
-    def _compacts_now(
-        self, history: History, state: WorkingState, observation: Sequence[Mapping[str, str]]
-    ) -> bool:
-        """The phase-aware trigger: right after locating (again, for the rest of a bug among
-        several), unless the summary already holds this location; or right after the whole
-        suite kept a partial fix that the summary does not hold yet; or the rubric's rule."""
-        if not history.turns:
-            return False
-        summarized = read_summary(history.summary) if history.summary else WorkingState()
-        if self.compact_when == "rubric":
-            return _rubric_compacts(history, state, summarized, observation)
-        if self.compact_when == "after_fix":
-            kept_now = history.turns[-1].kind == "verify" and state.kept
-            return bool(kept_now) and len(state.kept) > len(summarized.kept)
-        if self.compact_when != "after_locate" or not state.suspects:
-            return False
-        return history.turns[-1].kind == "locate" and summarized.suspects != state.suspects
 
     def _decide(self, state: WorkingState, reproduction: Reproduction | None) -> Decision:
         """What to do next, by phase: find what fails, verify a fix, try the next candidate,
@@ -354,21 +331,72 @@ class ReferenceAgent:
         return localize_command(failing=state.target)
 
 
-def _rubric_compacts(
-    history: History,
-    state: WorkingState,
-    summarized: WorkingState,
-    observation: Sequence[Mapping[str, str]],
-) -> bool:
-    """``compact_when="rubric"``: the ``self`` strategy's ``COMPACTION_RUBRIC``, line by line.
+# ---- the agent's phase rules: timing rules that read its working state ----------------------
+
+
+@dataclass(frozen=True)
+class PhaseView:
+    """What a phase rule reads: the history, the working state replayed from it, and the
+    working state the last summary holds."""
+
+    history: History
+    state: WorkingState
+    summarized: WorkingState
+
+    @classmethod
+    def of(cls, moment: Moment) -> PhaseView:
+        history = read_history(moment.messages)
+        summarized = read_summary(history.summary) if history.summary else WorkingState()
+        return cls(history, replay(history), summarized)
+
+    @property
+    def last(self) -> str:
+        return self.history.turns[-1].kind if self.history.turns else ""
+
+    def newly_located(self) -> bool:
+        """The last turn located the bug, at suspects the summary does not hold yet."""
+        located = self.last == "locate" and bool(self.state.suspects)
+        return located and self.summarized.suspects != self.state.suspects
+
+    def newly_kept(self) -> bool:
+        """The whole suite just kept a partial fix that the summary does not hold yet."""
+        return self.last == "verify" and len(self.state.kept) > len(self.summarized.kept)
+
+
+@dataclass(frozen=True)
+class AfterLocate:
+    """Right after locating (again, for the rest of a bug among several), unless the summary
+    already holds this location."""
+
+    name: str = "after_locate"
+    description: str = "the reference agent compacts after locating the bug"
+
+    def __call__(self, moment: Moment) -> bool:
+        return PhaseView.of(moment).newly_located()
+
+
+@dataclass(frozen=True)
+class AfterFix:
+    """Right after the whole suite kept a partial fix that the summary does not hold yet."""
+
+    name: str = "after_fix"
+    description: str = "the reference agent compacts after the whole suite keeps a partial fix"
+
+    def __call__(self, moment: Moment) -> bool:
+        return PhaseView.of(moment).newly_kept()
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """The ``self`` strategy's ``COMPACTION_RUBRIC``, line by line.
 
     - "after a phase ends: the bug is located, a fix is verified, or a direction is ruled
       out": the last turn located the bug (suspects the summary does not hold yet), the whole
       suite kept a partial fix (a full verification is followed by the submission: nothing is
       left to compact for), or ruled a direction out (a kept partial fix dropped, or a fix the
       whole suite rejected);
-    - "when your context holds more than about 12,000 tokens": ``RUBRIC_TOKENS``, counted with
-      ``ApproxTokenCounter`` over the observation;
+    - "when your context holds more than about 12,000 tokens": ``TokenThreshold`` at
+      ``RUBRIC_TOKENS``;
     - NOT "in the middle of an edit-and-test cycle, before the result of a change is known":
       not while a fix waits for the whole suite;
     - NOT "when you compacted a few turns ago and little has happened since": not within
@@ -378,22 +406,43 @@ def _rubric_compacts(
     are old once it ends, which the phase triggers catch; and the agent's summary never
     "would drop a fact you still need" (``write_summary`` records its whole working state).
     """
-    if history.summary is not None and len(history.turns) < RUBRIC_SETTLE_TURNS:
-        return False
-    if state.fix is not None:
-        return False
-    last = history.turns[-1].kind
-    located = last == "locate" and bool(state.suspects) and summarized.suspects != state.suspects
-    fix_kept = last == "verify" and len(state.kept) > len(summarized.kept)
-    ruled_out = last == "drop" or (last == "verify" and state.pending is not None)
-    return located or fix_kept or ruled_out or _context_tokens(observation) > RUBRIC_TOKENS
 
-
-def _context_tokens(observation: Sequence[Mapping[str, str]]) -> int:
-    counter = ApproxTokenCounter()
-    return sum(
-        counter.count(m["content"]) + counter.message_overhead(m["role"]) for m in observation
+    name: str = "rubric"
+    description: str = (
+        "the reference agent follows the rubric as a rule: compact after locating the bug, "
+        "after the whole suite keeps a partial fix, after a direction is ruled out, or past "
+        f"{RUBRIC_TOKENS:,} context tokens; not while a fix awaits the whole suite, nor within "
+        f"{RUBRIC_SETTLE_TURNS} turns of its last summary"
     )
+
+    def __call__(self, moment: Moment) -> bool:
+        view = PhaseView.of(moment)
+        if view.history.summary is not None and len(view.history.turns) < RUBRIC_SETTLE_TURNS:
+            return False
+        if view.state.fix is not None:
+            return False
+        ruled_out = view.last == "drop" or (
+            view.last == "verify" and view.state.pending is not None
+        )
+        large = TokenThreshold(RUBRIC_TOKENS)(moment)
+        return view.newly_located() or view.newly_kept() or ruled_out or large
+
+
+PHASE_RULES: dict[str, TimingRule] = {r.name: r for r in (AfterLocate(), AfterFix(), Rubric())}
+"""The agent's own rules by name: they read its working state, so only it can follow them."""
+
+
+def _rule(compact_when: str | TimingRule) -> TimingRule:
+    if not isinstance(compact_when, str):
+        return compact_when
+    if compact_when in PHASE_RULES:
+        return PHASE_RULES[compact_when]
+    try:
+        return timing_rule(compact_when)
+    except ValueError as error:
+        raise ValueError(
+            f"compact_when: {error}; or one of the agent's phase rules: {', '.join(PHASE_RULES)}"
+        ) from None
 
 
 class Decision(NamedTuple):

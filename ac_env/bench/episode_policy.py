@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ac_env.agents.reference import RUBRIC_SETTLE_TURNS, RUBRIC_TOKENS, ReferenceAgent
+from ac_env.agents.reference import AfterLocate, ReferenceAgent, Rubric
 from ac_env.bench.config import BenchConfig
 from ac_env.env import AutoCompactSWEEnv
 from ac_env.policy import Policy
@@ -38,20 +38,13 @@ from ac_env.timing.policy_file import (
     TimingPolicyError,
     load_timing_policy,
 )
-from ac_env.timing.timed import TimedWorker
+from ac_env.timing.timed import PolicyTiming, TimedWorker
 
 BindPolicy = Callable[[AutoCompactSWEEnv], Policy]
 EpisodePolicy = Callable[[int], BindPolicy]
 """``seed -> (env -> Policy)``: the worker is made for a seed (a bad worker fails there,
 before any env exists), then bound to the unwrapped env its episode runs in, which the timing
 policy reads."""
-
-SELF_RULE = (
-    "the reference agent follows the rubric as a rule: compact after locating the bug, after "
-    "the whole suite keeps a partial fix, after a direction is ruled out, or past "
-    f"{RUBRIC_TOKENS:,} context tokens; not while a fix awaits the whole suite, nor within "
-    f"{RUBRIC_SETTLE_TURNS} turns of its last summary"
-)
 
 
 class CompactionRule(BaseModel):
@@ -103,7 +96,9 @@ def episode_policies(
         if timing is None:
             raise ValueError(f"strategy {strategy.name}: needs the run's timing policy")
         decider = timing
-        return lambda seed: lambda env: TimedWorker(ReferenceAgent("never"), decider, env)
+        return lambda seed: (
+            lambda env: TimedWorker(ReferenceAgent("never"), PolicyTiming(decider, env), env)
+        )
     make = policy_factory(config.worker, strategy, config.sampling)
     return lambda seed: _unbound(make(seed))
 
@@ -133,9 +128,9 @@ def compaction_rules(config: BenchConfig) -> list[CompactionRule]:
                 "not_offered": "no compaction offered to the model",
             }[strategy.prompt]
         elif strategy.prompt == "rubric":
-            rule = SELF_RULE
+            rule = Rubric().description
         elif strategy.prompt == "offered":  # compactions skipped
-            rule = "the reference agent compacts after locating; once skipped, never again"
+            rule = f"{AfterLocate().description}; once skipped, never again"
         else:
             rule = "the reference agent never compacts on its own"
         rules.append(CompactionRule(strategy=name, rule=rule, timing_policy=timing))

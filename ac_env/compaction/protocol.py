@@ -7,9 +7,10 @@ Triggers:
   (a bash block holding exactly ``compact``, or the JSON tool ``compact`` without a summary);
   the next observation ends with ``WORKING_STATE_REQUEST`` and the next turn, billed as any
   turn, is the summary. An action of the other protocol is a format error.
-- **forced**: after a turn that leaves the context above ``threshold`` tokens, the
-  observation ends with ``COMPACTION_REQUEST``; the next turn is the summary (in either
-  protocol).
+- **forced**: after a turn at whose end the ``force_when`` rule holds (the env's:
+  ``TokenThreshold``, the context above ``forced_compaction_threshold`` tokens; any rule of
+  ``ac_env.compaction.when`` fits), the observation ends with ``COMPACTION_REQUEST``; the next
+  turn is the summary (in either protocol).
 - **masking**: after every turn that did not rewrite, command outputs older than the last
   ``mask_keep`` become a placeholder.
 
@@ -38,6 +39,7 @@ from ac_env.actions import SUMMARY_HEADER, Compact, CompactCall, FormatError, Pa
 from ac_env.compaction.rewrite import Rewrite, mask_observations, rewrite_prefix
 from ac_env.compaction.summary import summary_problems
 from ac_env.compaction.texts import COMPACTION_REQUEST, COMPACTION_SKIPPED, WORKING_STATE_REQUEST
+from ac_env.compaction.when import Moment, TimingRule
 from ac_env.context import Context
 from ac_env.trajectory import CompactionEvent, Summarizer
 
@@ -78,7 +80,7 @@ class Compactor:
     skip: bool
     keep_recent: int
     mask_keep: int | None
-    threshold: int | None
+    force_when: TimingRule | None
     pending: Trigger | None = None
 
     def read(self, parsed: ParseResult, output: str, generation: dict[str, Any]) -> Turn:
@@ -126,10 +128,9 @@ class Compactor:
             return None
         return _event(done, step, segment_before, "", "masking", "none")
 
-    def request_if_due(self, context: Context) -> None:
-        """The forced trigger: ask for a summary when the context passed the threshold."""
-        due = self.threshold is not None and context.tokens > self.threshold
-        if due and self.pending is None:
+    def request_if_due(self, context: Context, moment: Moment) -> None:
+        """The forced trigger: ask for a summary when ``force_when`` holds at ``moment``."""
+        if self.pending is None and self.force_when is not None and self.force_when(moment):
             context.append("user", COMPACTION_REQUEST, "compaction_request")
             self.pending = "forced"
 

@@ -105,9 +105,7 @@ def command_kind(command: str) -> str:
 def steps_since_compaction(env: AutoCompactSWEEnv) -> int:
     """Worker turns (model calls) since the last summary rewrite, or since the start."""
     assert env.trajectory is not None
-    calls = len(env.trajectory.model_calls())
-    rewrites = [e for e in env.trajectory.compactions() if e.trigger != "masking"]
-    return calls - (rewrites[-1].step + 1) if rewrites else calls
+    return env.trajectory.turns_since_rewrite()
 
 
 def changed_files(env: AutoCompactSWEEnv) -> list[str]:
