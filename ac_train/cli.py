@@ -251,7 +251,7 @@ ASYNC_FIELDS = ("max_staleness", "on_stale", "queue_groups", "backend", "ray_add
 
 def add_grpo(parser: argparse.ArgumentParser) -> None:
     from ac_train.async_rl import AsyncConfig
-    from ac_train.grpo import GRPO_PRESETS, GRPOConfig
+    from ac_train.grpo_config import GRPO_PRESETS, GRPOConfig
 
     parser.description = (
         "Train a policy by GRPO on its own rollouts in AutoCompact-SWE-v0 "

@@ -33,6 +33,9 @@ settings: its context window is ``rollout_max_tokens``, forced compaction is off
 model sees is the one it is trained under. The effective env settings are printed when a run
 starts.
 
+The run's settings are ``ac_train.grpo_config`` (``GRPOConfig``), what each step reports
+``ac_train.grpo_metrics`` (``StepMetrics``); this module re-exports both.
+
 Presets (``GRPO_PRESETS``, ``GRPOConfig.from_preset``) name the RL rows of the method's main
 table: ``autocompact`` (compaction offered, the policy's own judgement, no forced compaction:
 the defaults) and ``compaction_rl`` (CompactionRL: RL with length-triggered compaction only,
@@ -47,294 +50,53 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import torch
 from accelerate import Accelerator
-from accelerate.utils import gather_object
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tqdm import tqdm
 from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
 
 import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
 from ac_env.agents.rollout import RolloutJob, rollout_many
 from ac_env.policy import Policy, SamplingConfig
-from ac_env.strategies import get_strategy
-from ac_env.tokens import HFTokenCounter
 from ac_env.trajectory import Trajectory
+from ac_train.grpo_config import GRPO_PRESETS, DemonstrationStarts, GRPOConfig
 from ac_train.grpo_loss import (
-    ClipRange,
     LearnerStats,
     PolicySequence,
     StepBatch,
-    TokenMean,
     accumulate_gradients,
     group_advantages,
     step_batch,
 )
+from ac_train.grpo_metrics import (
+    METRICS_FILE,
+    ScoredRollout,
+    StepFigures,
+    StepMetrics,
+    keep_metrics_before,
+    metric_writers,
+    read_metrics,
+    step_metrics,
+)
 from ac_train.models import TransformersPolicy, load_model, smollm2_gguf_path
-from ac_train.segments import PrefixMismatch, Segment, segment_trajectory
-from ac_train.served_sampler import ServedSampler, parse_sampler
+from ac_train.segments import Segment, segment_trajectory
+from ac_train.served_sampler import ServedSampler
 from ac_train.start_states import (
     StartState,
     demonstration_starts,
-    policy_compactions,
-    policy_events,
 )
-from ac_train.task_draw import GroupOutcome, TaskDraw
+from ac_train.task_draw import TaskDraw
 
 logger = logging.getLogger(__name__)
 
-ENV_ID = "AutoCompact-SWE-v0"
 CHECKPOINT_PREFIX = "checkpoint-"
 TRAINER_STATE = "trainer_state.pt"
-METRICS_FILE = "metrics.jsonl"
-
-
-class DemonstrationStarts(BaseModel):
-    """Rollouts that start part-way through the reference agent's solved episode of each task
-    (a reverse curriculum for a model too weak to solve tasks from the start; see
-    ``ac_train.start_states``). Only what the policy writes from the start on is trained."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    steps_left: list[int] = Field(
-        default_factory=lambda: [3],
-        min_length=1,
-        description="start before the demonstrator's n-th model call from the end, for each n",
-    )
-    max_policy_steps: int = Field(default=4, ge=1, description="env steps from a start")
-
-
-class GRPOConfig(BaseModel):
-    """One GRPO run. ``env`` holds the env's own options (``task_source``, ``split``,
-    ``sandbox``, ...); the rollout limits are ``rollout_max_steps`` / ``rollout_max_tokens``,
-    forced compaction is ``forced_compaction_threshold``, and the token counter is always the
-    policy's tokenizer (``env_options``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    output_dir: Path = Field(description="metrics.jsonl and checkpoint-<step> directories")
-    model: str = Field(default="smollm2", description="'smollm2', an HF name or a checkpoint dir")
-    env: dict[str, Any] = Field(default_factory=dict, description="AutoCompact-SWE-v0 options")
-    steps: int = Field(default=100, ge=1, description="optimizer steps in the whole run")
-    tasks_per_step: int = Field(default=8, ge=1)
-    rollouts_per_task: int = Field(default=8, ge=2, description="the group size G")
-    rollout_max_steps: int = Field(default=50, ge=1, description="env steps per rollout")
-    rollout_max_tokens: int = Field(default=32_768, ge=1, description="context window (tokens)")
-    forced_compaction_threshold: int | None = Field(
-        default=None,
-        ge=1,
-        description="forced compaction at this many tokens; None (the method's RL): off, a "
-        "rollout that reaches rollout_max_tokens ends",
-    )
-    max_new_tokens: int = Field(default=1024, ge=1, description="per model call")
-    temperature: float = Field(default=1.0, gt=0, description="sampling and learner temperature")
-    rollout_workers: int = Field(default=1, ge=1, description="episodes run at once")
-    batch_groups: bool = Field(
-        default=False,
-        description="sample each group's rollouts in one batched decode (one policy shared by "
-        "the rollout workers, TransformersPolicy's samples_per_prompt): for rollouts of one "
-        "call from a demonstration start, which all begin on the same prompt",
-    )
-    sampler: str | None = Field(
-        default=None,
-        description="openai:<model>@<url>: rollouts from a llama.cpp server started on "
-        "sampler_weights (ac_train.served_sampler); None: in-process generation",
-    )
-    sampler_weights: Path | None = Field(
-        default=None, description="the served sampler's weight-slot directory"
-    )
-    learning_rate: float = Field(default=1e-6, gt=0)
-    weight_decay: float = Field(default=0.0, ge=0)
-    max_grad_norm: float | None = Field(default=1.0, gt=0, description="None: no clipping")
-    clip_low: float = Field(default=0.2, gt=0, lt=1, description="ratio floor is 1 - clip_low")
-    clip_high: float | None = Field(
-        default=None, gt=0, description="ratio ceiling is 1 + clip_high; None: clip_low"
-    )
-    scale_advantages_by_std: bool = Field(
-        default=True, description="divide by the group's std + eps; False: Dr. GRPO"
-    )
-    token_mean: TokenMean = Field(
-        default="step",
-        description="the loss's token-mean is over every trained token of the step ('step') or "
-        "over the tokens of informative groups only ('informative'); see ac_train.grpo_loss",
-    )
-    overlong_masking: bool = Field(
-        default=False,
-        description="SUPO: a rollout cut off by the context window or rollout_max_steps is "
-        "left out of the loss and of its group's baseline instead of scored as a failure "
-        "(off: the method scores it); a demonstration start's max_policy_steps is no such cap",
-    )
-    advantage_eps: float = Field(default=1e-6, gt=0)
-    micro_batch_size: int = Field(default=4, ge=1, description="segments per forward pass")
-    share_prefix: bool = Field(
-        default=True,
-        description="run the context a micro-batch's segments share once (a group's segments "
-        "share their task's prompt, or their start state): exact, and a group continuing one "
-        "long state costs about one context instead of one per rollout; off for a model whose "
-        "key/value cache cannot be repeated per row",
-    )
-    prefix_mismatch: PrefixMismatch = Field(
-        default="split", description="a prompt that is not a token prefix starts a new part"
-    )
-    save_every: int = Field(default=10, ge=1, description="steps between checkpoints")
-    resume: bool = Field(default=True, description="continue from the latest checkpoint")
-    demonstration: DemonstrationStarts | None = Field(
-        default=None, description="start rollouts in demonstrations; None: from the task's start"
-    )
-    skip_uniform_for: int = Field(
-        default=0,
-        ge=0,
-        description="steps in which a task (or start state) whose latest group's rewards were "
-        "all equal (no gradient) is not drawn; 0: uniform draws (ac_train.task_draw)",
-    )
-    seed: int = 0
-    progress: bool = True
-    report_to: list[Literal["tensorboard"]] = Field(
-        default_factory=list,
-        description="also log each step's metrics there (TensorBoard: OUTPUT_DIR/tensorboard)",
-    )
-
-    @model_validator(mode="after")
-    def _sampler_has_weights(self) -> GRPOConfig:
-        if (self.sampler is None) != (self.sampler_weights is None):
-            raise ValueError("sampler and sampler_weights go together (or neither)")
-        if self.sampler is not None:
-            parse_sampler(self.sampler)
-        return self
-
-    @model_validator(mode="after")
-    def _batched_groups_are_one_call(self) -> GRPOConfig:
-        if self.batch_groups and (
-            self.demonstration is None
-            or self.demonstration.max_policy_steps != 1
-            or self.sampler is not None
-        ):
-            raise ValueError(
-                "batch_groups: needs demonstration starts with max_policy_steps 1 (each "
-                "rollout one call, on its group's shared prompt) and in-process sampling"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _limits_not_in_env(self) -> GRPOConfig:
-        instead = {
-            "max_steps": "rollout_max_steps",
-            "context_window": "rollout_max_tokens",
-            "forced_compaction_threshold": "forced_compaction_threshold",
-            "token_counter": "nothing: it is the policy's tokenizer",
-        }
-        for name, use in instead.items():
-            if name in self.env:
-                raise ValueError(f"env.{name}: set by the trainer; use {use} instead")
-        return self
-
-    @property
-    def clip(self) -> ClipRange:
-        high = self.clip_low if self.clip_high is None else self.clip_high
-        return ClipRange(low=self.clip_low, high=high)
-
-    @classmethod
-    def from_preset(cls, preset: str, **settings: Any) -> GRPOConfig:
-        """The settings of ``GRPO_PRESETS[preset]``, overridden by ``settings`` (``env``: key
-        by key)."""
-        if preset not in GRPO_PRESETS:
-            raise ValueError(f"unknown GRPO preset {preset!r}; valid: {', '.join(GRPO_PRESETS)}")
-        chosen = GRPO_PRESETS[preset]
-        env = {**chosen.get("env", {}), **settings.pop("env", {})}
-        return cls(**{**chosen, **settings, "env": env})
-
-    def env_options(self, tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
-        """The ``gym.make`` keywords of a rollout env: the RL limits, forced compaction as
-        configured, every context count by ``tokenizer`` (the policy's), then ``env``."""
-        return {
-            "max_steps": self.rollout_max_steps,
-            "context_window": self.rollout_max_tokens,
-            "forced_compaction_threshold": self.forced_compaction_threshold,
-            "token_counter": HFTokenCounter(tokenizer),
-            **self.env,
-        }
-
-    def env_maker(self, tokenizer: PreTrainedTokenizerBase) -> Callable[[], gym.Env[Any, Any]]:
-        """A zero-argument env factory (rollout workers, start states) with ``env_options``."""
-        options = self.env_options(tokenizer)
-        return lambda: gym.make(ENV_ID, **options)
-
-
-def _preset(strategy: str) -> dict[str, Any]:
-    """The settings that run rollouts under ``strategy`` (``ac_env.strategies``)."""
-    env = get_strategy(strategy).env_kwargs()
-    return {"forced_compaction_threshold": env.pop("forced_compaction_threshold"), "env": env}
-
-
-GRPO_PRESETS: dict[str, dict[str, Any]] = {
-    "autocompact": _preset("learned"),
-    "compaction_rl": _preset("fixed"),
-}
-"""The RL rows of the method's main table as ``GRPOConfig`` settings (module docstring)."""
-
-
-class StepMetrics(BaseModel):
-    """One line of ``metrics.jsonl``. Per-trajectory figures count every finished rollout."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    step: int
-    policy_version: int = Field(
-        description="optimizer steps behind the policy that sampled (async: the oldest group's)"
-    )
-    rollouts: int
-    infra_errors: int = Field(description="rollouts with no reward: left out of the loss")
-    overlong_masked: int = Field(
-        default=0, description="rollouts left out of the loss by overlong_masking"
-    )
-    reward_mean: float | None = Field(description="over rollouts without an infra error")
-    solved_groups: int = Field(description="groups with at least one reward of 1")
-    informative_groups: int = Field(
-        description="groups with unequal rewards among the rollouts trained on (a gradient)"
-    )
-    compactions_per_trajectory: float
-    segments_per_trajectory: float
-    format_error_rate: float | None = Field(
-        default=None,
-        description="policy calls whose output was no valid action for its turn, as the "
-        "segments mark it (one cut off at max_new_tokens before its closing fence is one); "
-        "None in older metrics files",
-    )
-    trained_sequences: int
-    trained_tokens: int = Field(description="trained tokens with a gradient (informative)")
-    mean_over_tokens: int = Field(
-        default=0, description="N, the trained tokens the loss's token-mean divides by"
-    )
-    tokens: int = Field(description="tokens fed to the learner")
-    loss: float
-    clip_fraction: float
-    grad_norm: float | None
-    rollout_s: float = Field(
-        description="sync: wall time (several processes: the slowest's); async: worker-seconds "
-        "of the groups"
-    )
-    learn_s: float = Field(
-        description="the learner's seconds (several processes: after the last one's rollouts)"
-    )
-    wait_s: float = Field(
-        default=0.0, description="the learner's wait for rollouts (sync: all of rollout_s)"
-    )
-    staleness_mean: float = Field(
-        default=0.0, description="policy versions between generation and use, over the groups"
-    )
-    staleness_max: int = 0
-    dropped_groups: int = Field(default=0, description="stale groups discarded (async)")
-    groups: list[GroupOutcome] = Field(
-        default_factory=list,
-        description="each group's task (or start-state) id and trained rewards, in order; "
-        "empty in older metrics files",
-    )
 
 
 @dataclass(frozen=True)
@@ -479,7 +241,7 @@ class GRPOTrainer:
             if main:
                 tqdm.write(message)
         if main:
-            _keep_metrics_before(config.output_dir / METRICS_FILE, self.start_step)
+            keep_metrics_before(config.output_dir / METRICS_FILE, self.start_step)
         self.accelerator.wait_for_everyone()
         for done in read_metrics(config.output_dir):  # what the draws know of earlier steps
             if done.step < self.start_step:
@@ -493,7 +255,7 @@ class GRPOTrainer:
             unit="step",
             disable=not self.show_progress,
         )
-        with self.rollout_session(), _metric_writers(config, enabled=main) as tensorboard:
+        with self.rollout_session(), metric_writers(config, enabled=main) as tensorboard:
             for step in steps:
                 metrics = self.step(step)
                 self.draw.record(step, metrics.groups)
@@ -556,7 +318,7 @@ class GRPOTrainer:
             self.accelerator,
             mean_over=batch.mean_over,
         )
-        figures = _StepFigures(
+        figures = StepFigures(
             reward_groups=[[r.reward for r in group] for group in scored],
             trained_groups=[[r.trained_reward for r in group] for group in scored],
             compactions=[r.compactions for group in scored for r in group],
@@ -725,163 +487,6 @@ def latest_checkpoint(output_dir: Path) -> Path | None:
     return max(found)[1] if found else None
 
 
-def read_metrics(output_dir: Path) -> list[StepMetrics]:
-    path = output_dir / METRICS_FILE
-    if not path.is_file():
-        return []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    return [StepMetrics.model_validate_json(line) for line in lines if line.strip()]
-
-
-def _keep_metrics_before(path: Path, step: int) -> None:
-    """Drop lines of steps a resumed run will redo (written after the last checkpoint)."""
-    if not path.is_file():
-        return
-    kept = [
-        line
-        for line in path.read_text(encoding="utf-8").splitlines()
-        if line.strip() and json.loads(line)["step"] < step
-    ]
-    path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-
-
-@dataclass(frozen=True)
-class ScoredRollout:
-    """One rollout as the learner takes it: ``policy_part``, its events from its start step on
-    (``start_states.policy_events``); ``reward`` (``None``: an infra error); ``trained_reward``,
-    the reward its advantage is computed from (``None`` also when ``overlong_masking`` masks
-    it); and the policy's compactions."""
-
-    policy_part: Trajectory
-    reward: float | None
-    trained_reward: float | None
-    compactions: int
-
-    @classmethod
-    def of(
-        cls, trajectory: Trajectory, start_step: int, overlong_masking: int | None
-    ) -> ScoredRollout:
-        """``overlong_masking``: the rollout step cap under which a rollout cut off by the
-        context window or by that cap is masked; ``None``: no masking."""
-        reward = trajectory.reward
-        end = trajectory.end.exit_reason if trajectory.end is not None else None
-        cut_off = end == "context_overflow" or (
-            end == "max_steps"
-            and overlong_masking is not None
-            and len(trajectory.model_calls()) >= overlong_masking
-        )
-        return cls(
-            policy_part=policy_events(trajectory, start_step),
-            reward=reward,
-            trained_reward=None if overlong_masking is not None and cut_off else reward,
-            compactions=len(policy_compactions(trajectory, start_step)),
-        )
-
-
-def step_metrics(
-    step: int,
-    figures: _StepFigures,
-    stats: LearnerStats,
-    grad_norm: float | None,
-    dropped_groups: int,
-) -> StepMetrics:
-    """The ``metrics.jsonl`` line of a step from its (gathered) figures."""
-    rewards = [r for group in figures.reward_groups for r in group]
-    valid = [r for r in rewards if r is not None]
-    trained = [r for group in figures.trained_groups for r in group if r is not None]
-    lags = [step - version for version in figures.versions]
-    groups = [
-        GroupOutcome(task_id=task_id, rewards=rewards)
-        for task_id, rewards in zip(figures.task_ids, figures.trained_groups, strict=True)
-    ]
-    return StepMetrics(
-        step=step,
-        policy_version=min(figures.versions),
-        rollouts=len(rewards),
-        infra_errors=len(rewards) - len(valid),
-        overlong_masked=len(valid) - len(trained),
-        reward_mean=sum(valid) / len(valid) if valid else None,
-        solved_groups=sum(any(r == 1 for r in group) for group in figures.reward_groups),
-        informative_groups=sum(group.informative for group in groups),
-        compactions_per_trajectory=_mean(figures.compactions),
-        segments_per_trajectory=figures.segments / max(len(rewards), 1),
-        format_error_rate=_mean([int(error) for error in figures.format_errors]),
-        trained_sequences=stats.sequences,
-        trained_tokens=stats.trained_tokens,
-        mean_over_tokens=stats.mean_over,
-        tokens=stats.tokens,
-        loss=stats.loss,
-        clip_fraction=stats.clip_fraction,
-        grad_norm=grad_norm,
-        rollout_s=figures.rollout_s,
-        learn_s=figures.learn_s,
-        wait_s=figures.wait_s,
-        staleness_mean=_mean(lags),
-        staleness_max=max(lags),
-        dropped_groups=dropped_groups,
-        groups=groups,
-    )
-
-
-@dataclass(frozen=True)
-class _StepFigures:
-    """What a step's metrics take from one process's groups: each group's rewards and trained
-    rewards, each trajectory's compactions, the segments, whether each policy call was a
-    format error, each group's policy version, and the times."""
-
-    reward_groups: list[list[float | None]]
-    trained_groups: list[list[float | None]]
-    compactions: list[int]
-    segments: int
-    format_errors: list[bool]
-    versions: list[int]
-    task_ids: list[str]
-    rollout_s: float
-    wait_s: float
-    learn_s: float
-
-    def gathered(self, accelerator: Accelerator) -> _StepFigures:
-        """The whole step's, every process's groups together (the same on each process).
-        Rollout and wait times are the slowest process's; learn time the shortest, which is
-        the learner's time after the last process's rollouts came in."""
-        if accelerator.num_processes == 1:
-            return self
-        every: list[_StepFigures] = gather_object([self])
-        return _StepFigures(
-            reward_groups=[group for f in every for group in f.reward_groups],
-            trained_groups=[group for f in every for group in f.trained_groups],
-            compactions=[count for f in every for count in f.compactions],
-            segments=sum(f.segments for f in every),
-            format_errors=[error for f in every for error in f.format_errors],
-            versions=[version for f in every for version in f.versions],
-            task_ids=[task_id for f in every for task_id in f.task_ids],
-            rollout_s=max(f.rollout_s for f in every),
-            wait_s=max(f.wait_s for f in every),
-            learn_s=min(f.learn_s for f in every),
-        )
-
-
-@contextlib.contextmanager
-def _metric_writers(config: GRPOConfig, *, enabled: bool = True) -> Iterator[Any]:
-    """A TensorBoard ``SummaryWriter`` when ``config.report_to`` names it and ``enabled``
-    (the main process), else ``None``."""
-    if "tensorboard" not in config.report_to or not enabled:
-        yield None
-        return
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError as error:
-        raise RuntimeError(
-            "report_to tensorboard needs the tensorboard package: "
-            "pip install 'autocompact[tensorboard]'"
-        ) from error
-    writer = SummaryWriter(log_dir=str(config.output_dir / "tensorboard"))
-    try:
-        yield writer
-    finally:
-        writer.close()
-
-
 def _effective_settings(env: gym.Env[Any, Any]) -> dict[str, Any]:
     """The env's resolved config; the counter by its name, long texts (a system prompt) cut."""
     config = env.unwrapped.config  # type: ignore[attr-defined]
@@ -893,11 +498,10 @@ def _effective_settings(env: gym.Env[Any, Any]) -> dict[str, Any]:
     return settings
 
 
-def _mean(values: list[int]) -> float:
-    return sum(values) / len(values) if values else 0.0
-
-
+# The trainer's entry points, its configuration (``grpo_config``) and metrics (``grpo_metrics``)
+# included: ``from ac_train.grpo import GRPOConfig, GRPOTrainer``.
 __all__ = [
+    "GRPO_PRESETS",
     "DemonstrationStarts",
     "GRPOConfig",
     "GRPOTrainer",

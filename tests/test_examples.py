@@ -139,6 +139,7 @@ def test_grpo_real_run_quick_runs_every_stage(tmp_path: Path) -> None:
     assert wall["after"] > results["cost"]["wall_s"]["after"]
 
 
+@pytest.mark.slow  # 10 s; tests/test_grpo.py covers the trainer in the default run
 def test_grpo_steps_quick_prints_a_metrics_row(tmp_path: Path) -> None:
     save_tiny_model(tmp_path / "tiny")
     out = run_example(

@@ -237,6 +237,7 @@ def test_a_malformed_request_is_refused_naming_the_field(server):
     assert requests.get(f"{server.url}/health", timeout=10).ok
 
 
+@pytest.mark.slow  # 9 s; the server's episodes are checked by the default run's other tests
 def test_the_example_runs_an_episode_on_the_server(server):
     example = ROOT / "examples" / "openenv_remote_episode.py"
     run = subprocess.run(
@@ -266,6 +267,7 @@ with AutoCompactEnvClient(base_url=sys.argv[1]).sync() as env:
 """
 
 
+@pytest.mark.slow  # 23 s: waits out the server's idle timeout
 def test_a_vanished_client_loses_its_sandbox(tmp_path):
     flags = ("--max-episodes", "1", "--idle-timeout", "4")
     server = start_server(tmp_path, *flags, "--command-timeout", "1", "--grading-timeout", "2")

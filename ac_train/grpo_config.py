@@ -1,0 +1,210 @@
+"""The configuration of a GRPO run (``GRPOConfig``), its reverse-curriculum starts
+(``DemonstrationStarts``) and the presets that name the method's RL rows (``GRPO_PRESETS``): the
+settings ``ac_train.grpo.GRPOTrainer`` and ``ac_train.async_rl`` run under (the defaults and
+presets: ``ac_train.grpo``'s docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import gymnasium as gym
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from transformers import PreTrainedTokenizerBase
+
+import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
+from ac_env.strategies import get_strategy
+from ac_env.tokens import HFTokenCounter
+from ac_train.grpo_loss import (
+    ClipRange,
+    TokenMean,
+)
+from ac_train.segments import PrefixMismatch
+from ac_train.served_sampler import parse_sampler
+
+ENV_ID = "AutoCompact-SWE-v0"
+
+
+class DemonstrationStarts(BaseModel):
+    """Rollouts that start part-way through the reference agent's solved episode of each task
+    (a reverse curriculum for a model too weak to solve tasks from the start; see
+    ``ac_train.start_states``). Only what the policy writes from the start on is trained."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps_left: list[int] = Field(
+        default_factory=lambda: [3],
+        min_length=1,
+        description="start before the demonstrator's n-th model call from the end, for each n",
+    )
+    max_policy_steps: int = Field(default=4, ge=1, description="env steps from a start")
+
+
+class GRPOConfig(BaseModel):
+    """One GRPO run. ``env`` holds the env's own options (``task_source``, ``split``,
+    ``sandbox``, ...); the rollout limits are ``rollout_max_steps`` / ``rollout_max_tokens``,
+    forced compaction is ``forced_compaction_threshold``, and the token counter is always the
+    policy's tokenizer (``env_options``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    output_dir: Path = Field(description="metrics.jsonl and checkpoint-<step> directories")
+    model: str = Field(default="smollm2", description="'smollm2', an HF name or a checkpoint dir")
+    env: dict[str, Any] = Field(default_factory=dict, description="AutoCompact-SWE-v0 options")
+    steps: int = Field(default=100, ge=1, description="optimizer steps in the whole run")
+    tasks_per_step: int = Field(default=8, ge=1)
+    rollouts_per_task: int = Field(default=8, ge=2, description="the group size G")
+    rollout_max_steps: int = Field(default=50, ge=1, description="env steps per rollout")
+    rollout_max_tokens: int = Field(default=32_768, ge=1, description="context window (tokens)")
+    forced_compaction_threshold: int | None = Field(
+        default=None,
+        ge=1,
+        description="forced compaction at this many tokens; None (the method's RL): off, a "
+        "rollout that reaches rollout_max_tokens ends",
+    )
+    max_new_tokens: int = Field(default=1024, ge=1, description="per model call")
+    temperature: float = Field(default=1.0, gt=0, description="sampling and learner temperature")
+    rollout_workers: int = Field(default=1, ge=1, description="episodes run at once")
+    batch_groups: bool = Field(
+        default=False,
+        description="sample each group's rollouts in one batched decode (one policy shared by "
+        "the rollout workers, TransformersPolicy's samples_per_prompt): for rollouts of one "
+        "call from a demonstration start, which all begin on the same prompt",
+    )
+    sampler: str | None = Field(
+        default=None,
+        description="openai:<model>@<url>: rollouts from a llama.cpp server started on "
+        "sampler_weights (ac_train.served_sampler); None: in-process generation",
+    )
+    sampler_weights: Path | None = Field(
+        default=None, description="the served sampler's weight-slot directory"
+    )
+    learning_rate: float = Field(default=1e-6, gt=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+    max_grad_norm: float | None = Field(default=1.0, gt=0, description="None: no clipping")
+    clip_low: float = Field(default=0.2, gt=0, lt=1, description="ratio floor is 1 - clip_low")
+    clip_high: float | None = Field(
+        default=None, gt=0, description="ratio ceiling is 1 + clip_high; None: clip_low"
+    )
+    scale_advantages_by_std: bool = Field(
+        default=True, description="divide by the group's std + eps; False: Dr. GRPO"
+    )
+    token_mean: TokenMean = Field(
+        default="step",
+        description="the loss's token-mean is over every trained token of the step ('step') or "
+        "over the tokens of informative groups only ('informative'); see ac_train.grpo_loss",
+    )
+    overlong_masking: bool = Field(
+        default=False,
+        description="SUPO: a rollout cut off by the context window or rollout_max_steps is "
+        "left out of the loss and of its group's baseline instead of scored as a failure "
+        "(off: the method scores it); a demonstration start's max_policy_steps is no such cap",
+    )
+    advantage_eps: float = Field(default=1e-6, gt=0)
+    micro_batch_size: int = Field(default=4, ge=1, description="segments per forward pass")
+    share_prefix: bool = Field(
+        default=True,
+        description="run the context a micro-batch's segments share once (a group's segments "
+        "share their task's prompt, or their start state): exact, and a group continuing one "
+        "long state costs about one context instead of one per rollout; off for a model whose "
+        "key/value cache cannot be repeated per row",
+    )
+    prefix_mismatch: PrefixMismatch = Field(
+        default="split", description="a prompt that is not a token prefix starts a new part"
+    )
+    save_every: int = Field(default=10, ge=1, description="steps between checkpoints")
+    resume: bool = Field(default=True, description="continue from the latest checkpoint")
+    demonstration: DemonstrationStarts | None = Field(
+        default=None, description="start rollouts in demonstrations; None: from the task's start"
+    )
+    skip_uniform_for: int = Field(
+        default=0,
+        ge=0,
+        description="steps in which a task (or start state) whose latest group's rewards were "
+        "all equal (no gradient) is not drawn; 0: uniform draws (ac_train.task_draw)",
+    )
+    seed: int = 0
+    progress: bool = True
+    report_to: list[Literal["tensorboard"]] = Field(
+        default_factory=list,
+        description="also log each step's metrics there (TensorBoard: OUTPUT_DIR/tensorboard)",
+    )
+
+    @model_validator(mode="after")
+    def _sampler_has_weights(self) -> GRPOConfig:
+        if (self.sampler is None) != (self.sampler_weights is None):
+            raise ValueError("sampler and sampler_weights go together (or neither)")
+        if self.sampler is not None:
+            parse_sampler(self.sampler)
+        return self
+
+    @model_validator(mode="after")
+    def _batched_groups_are_one_call(self) -> GRPOConfig:
+        if self.batch_groups and (
+            self.demonstration is None
+            or self.demonstration.max_policy_steps != 1
+            or self.sampler is not None
+        ):
+            raise ValueError(
+                "batch_groups: needs demonstration starts with max_policy_steps 1 (each "
+                "rollout one call, on its group's shared prompt) and in-process sampling"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _limits_not_in_env(self) -> GRPOConfig:
+        instead = {
+            "max_steps": "rollout_max_steps",
+            "context_window": "rollout_max_tokens",
+            "forced_compaction_threshold": "forced_compaction_threshold",
+            "token_counter": "nothing: it is the policy's tokenizer",
+        }
+        for name, use in instead.items():
+            if name in self.env:
+                raise ValueError(f"env.{name}: set by the trainer; use {use} instead")
+        return self
+
+    @property
+    def clip(self) -> ClipRange:
+        high = self.clip_low if self.clip_high is None else self.clip_high
+        return ClipRange(low=self.clip_low, high=high)
+
+    @classmethod
+    def from_preset(cls, preset: str, **settings: Any) -> GRPOConfig:
+        """The settings of ``GRPO_PRESETS[preset]``, overridden by ``settings`` (``env``: key
+        by key)."""
+        if preset not in GRPO_PRESETS:
+            raise ValueError(f"unknown GRPO preset {preset!r}; valid: {', '.join(GRPO_PRESETS)}")
+        chosen = GRPO_PRESETS[preset]
+        env = {**chosen.get("env", {}), **settings.pop("env", {})}
+        return cls(**{**chosen, **settings, "env": env})
+
+    def env_options(self, tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
+        """The ``gym.make`` keywords of a rollout env: the RL limits, forced compaction as
+        configured, every context count by ``tokenizer`` (the policy's), then ``env``."""
+        return {
+            "max_steps": self.rollout_max_steps,
+            "context_window": self.rollout_max_tokens,
+            "forced_compaction_threshold": self.forced_compaction_threshold,
+            "token_counter": HFTokenCounter(tokenizer),
+            **self.env,
+        }
+
+    def env_maker(self, tokenizer: PreTrainedTokenizerBase) -> Callable[[], gym.Env[Any, Any]]:
+        """A zero-argument env factory (rollout workers, start states) with ``env_options``."""
+        options = self.env_options(tokenizer)
+        return lambda: gym.make(ENV_ID, **options)
+
+
+def _preset(strategy: str) -> dict[str, Any]:
+    """The settings that run rollouts under ``strategy`` (``ac_env.strategies``)."""
+    env = get_strategy(strategy).env_kwargs()
+    return {"forced_compaction_threshold": env.pop("forced_compaction_threshold"), "env": env}
+
+
+GRPO_PRESETS: dict[str, dict[str, Any]] = {
+    "autocompact": _preset("learned"),
+    "compaction_rl": _preset("fixed"),
+}
+"""The RL rows of the method's main table as ``GRPOConfig`` settings (module docstring)."""
