@@ -54,6 +54,7 @@ class BenchConfig(TaskSelection):
     context_window: int = env_field("context_window")
     pricing: str = env_field("pricing", description="pricing preset (ac_env.cost.PRICING_PRESETS)")
     max_steps: int = env_field("max_steps")
+    keep_recent: int = env_field("keep_recent")
     sandbox: str = env_field("sandbox", description="local | unisolated | docker")
     workers: int = Field(default=2, gt=0, description="episodes run in parallel")
     command_cache: str | None = env_field(

@@ -138,8 +138,17 @@ class Compactor:
         self, context: Context, step: int, summary: str, trigger: Trigger, summarizer: Summarizer
     ) -> CompactionEvent:
         segment_before = context.segment
-        done = rewrite_prefix(context, summary, self.keep_recent)
+        done = rewrite_prefix(context, summary, self.keep_recent, self._forces_at_once)
         return _event(done, step, segment_before, summary, trigger, summarizer)
+
+    def _forces_at_once(self, context: Context) -> bool:
+        """A rewritten context the forced trigger would ask to summarize again at once: kept
+        interactions that leave it so are dropped (``rewrite_prefix``), since a summary that
+        does not bring the context under the trigger buys nothing and repeats."""
+        if self.force_when is None:
+            return False
+        messages = tuple({"role": m.role, "content": m.content} for m in context.messages)
+        return self.force_when(Moment(messages, context.tokens, 0))
 
 
 def _validated(parsed: ParseResult) -> ParseResult:

@@ -6,7 +6,7 @@ Both start a new segment and return a ``Rewrite``; the env records it as a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ac_env.compaction.texts import MASKED_OUTPUT
@@ -27,18 +27,28 @@ class Rewrite:
     kept_messages: int
 
 
-def rewrite_prefix(context: Context, summary: str, keep_recent: int) -> Rewrite:
+def rewrite_prefix(
+    context: Context,
+    summary: str,
+    keep_recent: int,
+    too_large: Callable[[Context], bool] | None = None,
+) -> Rewrite:
     """Replace the history after the task message by ``summary`` (kind ``summary``) plus the
     last ``keep_recent`` interactions (an assistant turn and the messages answering it; they
-    keep their kinds)."""
+    keep their kinds). ``too_large``: a context that would at once ask for another summary
+    (the forced trigger's rule); the oldest kept interactions are dropped, one at a time, until
+    the context is not, or none is kept."""
     tokens_before = context.tokens
     fixed = Context.FIXED_PREFIX
     history = [m for m in context.messages[fixed:] if m.kind not in _NOT_KEPT]
-    kept = _last_interactions(history, keep_recent)
-    context.truncate(fixed)
-    context.append("user", summary, "summary")
-    for message in kept:
-        context.append(message.role, message.content, message.kind)
+    for keep in range(keep_recent, -1, -1):
+        kept = _last_interactions(history, keep)
+        context.truncate(fixed)
+        context.append("user", summary, "summary")
+        for message in kept:
+            context.append(message.role, message.content, message.kind)
+        if keep == 0 or too_large is None or not too_large(context):
+            break
     return Rewrite(
         rewrite_from=fixed,
         tokens_before=tokens_before,
