@@ -384,6 +384,7 @@ class AsyncGRPOTrainer(GRPOTrainer):
     runs in one process: not under a multi-process ``accelerate launch``."""
 
     data_parallel = False
+    samples_may_be_stale = True
 
     def __init__(
         self,

@@ -67,6 +67,7 @@ from ac_env.policy import Policy, SamplingConfig
 from ac_env.trajectory import Trajectory
 from ac_train.grpo_config import GRPO_PRESETS, DemonstrationStarts, GRPOConfig
 from ac_train.grpo_loss import (
+    Behaviour,
     LearnerStats,
     PolicySequence,
     StepBatch,
@@ -118,6 +119,7 @@ def learner_step(
     pad_token_id: int,
     accelerator: Accelerator | None = None,
     mean_over: int | None = None,
+    behaviour: Behaviour = "learner",
 ) -> tuple[LearnerStats, float | None]:
     """One optimizer step on ``sequences``; returns the learner's figures and the gradient
     norm before clipping (``None`` when nothing was trained and no step was taken). With an
@@ -135,6 +137,8 @@ def learner_step(
         accelerator=accelerator,
         mean_over=mean_over,
         share_prefix=config.share_prefix,
+        behaviour=behaviour,
+        importance_cap=config.importance_cap,
     )
     if not stats.trained_tokens:
         return stats, None
@@ -160,6 +164,9 @@ class GRPOTrainer:
 
     data_parallel: ClassVar[bool] = True
     """Whether this trainer may run in several processes."""
+    samples_may_be_stale: ClassVar[bool] = False
+    """Whether a step may train on samples of older weights (what ``behaviour_logprobs``
+    defaults to: ``GRPOConfig.behaviour``)."""
 
     def __init__(
         self,
@@ -184,6 +191,7 @@ class GRPOTrainer:
         if model is None or tokenizer is None:
             model, tokenizer = load_model(config.model)
         self.config = config
+        self.behaviour = config.behaviour(self.samples_may_be_stale)
         self.model = model
         self.tokenizer = tokenizer
         self.show_progress = config.progress and self.accelerator.is_main_process
@@ -317,6 +325,7 @@ class GRPOTrainer:
             self.pad_token_id,
             self.accelerator,
             mean_over=batch.mean_over,
+            behaviour=self.behaviour,
         )
         figures = StepFigures(
             reward_groups=[[r.reward for r in group] for group in scored],
@@ -373,7 +382,11 @@ class GRPOTrainer:
                 index += 1
                 segments += cut
                 advantage_of.update({s.trajectory_id: advantage for s in cut})
-        return segments, step_batch(segments, advantage_of, config.token_mean)
+        needs_sampler = self.behaviour == "sampler" or config.importance_cap is not None
+        batch = step_batch(
+            segments, advantage_of, config.token_mean, require_behaviour=needs_sampler
+        )
+        return segments, batch
 
     def rollouts(self, task_ids: list[str], step: int) -> list[Trajectory]:
         """One episode per entry of ``task_ids``, in order, sampled by the current weights."""

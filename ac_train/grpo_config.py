@@ -16,10 +16,7 @@ from transformers import PreTrainedTokenizerBase
 import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
 from ac_env.strategies import get_strategy
 from ac_env.tokens import HFTokenCounter
-from ac_train.grpo_loss import (
-    ClipRange,
-    TokenMean,
-)
+from ac_train.grpo_loss import Behaviour, ClipRange, TokenMean
 from ac_train.segments import PrefixMismatch
 from ac_train.served_sampler import parse_sampler
 
@@ -101,6 +98,20 @@ class GRPOConfig(BaseModel):
         "left out of the loss and of its group's baseline instead of scored as a failure "
         "(off: the method scores it); a demonstration start's max_policy_steps is no such cap",
     )
+    behaviour_logprobs: Behaviour | None = Field(
+        default=None,
+        description="what the ratio is taken against: 'learner' (its own log-probs, detached: "
+        "exact on-policy, the sampler need not record log-probs) or 'sampler' (the recorded "
+        "ones); None: 'learner' for the synchronous trainer, whose samples are on-policy, "
+        "'sampler' for the asynchronous one, whose may be stale (ac_train.grpo_loss)",
+    )
+    importance_cap: float | None = Field(
+        default=None,
+        gt=0,
+        description="truncated importance sampling against the sampler's log-probs, each "
+        "token's weight capped here (TRL, verl, SkyRL: about 2); needs behaviour 'learner'; "
+        "None: off (the method's on-policy loss)",
+    )
     advantage_eps: float = Field(default=1e-6, gt=0)
     micro_batch_size: int = Field(default=4, ge=1, description="segments per forward pass")
     share_prefix: bool = Field(
@@ -164,6 +175,24 @@ class GRPOConfig(BaseModel):
             if name in self.env:
                 raise ValueError(f"env.{name}: set by the trainer; use {use} instead")
         return self
+
+    @model_validator(mode="after")
+    def _importance_weights_against_the_learner(self) -> GRPOConfig:
+        if self.importance_cap is not None and self.behaviour_logprobs == "sampler":
+            raise ValueError(
+                "importance_cap: corrects a loss against the learner's log-probs; set "
+                "behaviour_logprobs to 'learner' (or leave it unset)"
+            )
+        return self
+
+    def behaviour(self, samples_may_be_stale: bool) -> Behaviour:
+        """``behaviour_logprobs``, resolved for a trainer (its field's description); with
+        ``importance_cap`` always the learner's."""
+        if self.behaviour_logprobs is not None:
+            return self.behaviour_logprobs
+        if self.importance_cap is not None:
+            return "learner"
+        return "sampler" if samples_may_be_stale else "learner"
 
     @property
     def clip(self) -> ClipRange:

@@ -5,8 +5,16 @@ of one optimizer step is
 
     L = -(1 / N) * sum over trained tokens t of min(rho_t * A, clip(rho_t, 1 - low, 1 + high) * A)
 
-with ``rho_t = exp(log pi(t) - log mu(t))`` against the behaviour log-prob ``mu`` the sampler
-recorded and ``A`` the token's trajectory advantage. No KL term, no entropy bonus (the method:
+with ``rho_t = exp(log pi(t) - log mu(t))`` against the behaviour log-prob ``mu`` and ``A`` the
+token's trajectory advantage. ``mu`` is the sampler's recorded log-prob (``behaviour="sampler"``)
+or the learner's own, recomputed in the same forward pass and detached (``"learner"``): on an
+on-policy step (one optimizer step on samples of the current weights) the two agree up to the
+sampler's numerics, ``rho`` is 1 and the gradient is the policy gradient, and the sampler need
+not record log-probs at all. ``importance_cap`` adds the off-policy correction of TRL, verl and
+SkyRL for samplers whose numbers differ from the learner's (a quantised or served engine, stale
+weights): each token's loss is weighted by ``min(pi(t) / mu_sampler(t), cap)`` (truncated
+importance sampling, detached), against the learner's ``mu``; when sampler and learner agree
+the weight is 1 and the loss is the default's. No KL term, no entropy bonus (the method:
 "no KL penalty or entropy bonus, the loss is averaged over tokens").
 
 What ``N`` counts (``TokenMean``):
@@ -73,7 +81,7 @@ class PolicySequence:
 
     input_ids: list[int]
     trained: list[bool]
-    behaviour_logprobs: list[float]
+    behaviour_logprobs: list[float]  # nan where the sampler recorded none (behaviour "learner")
     advantage: float
 
     @property
@@ -82,10 +90,15 @@ class PolicySequence:
 
 
 def policy_sequences(
-    segments: Sequence[Segment], advantages: Mapping[str, float | None]
+    segments: Sequence[Segment],
+    advantages: Mapping[str, float | None],
+    *,
+    require_behaviour: bool = True,
 ) -> list[PolicySequence]:
     """The segments that carry a gradient: those of trajectories with a nonzero advantage
-    (``advantages`` is keyed by ``trajectory_id``) and at least one trained token."""
+    (``advantages`` is keyed by ``trajectory_id``) and at least one trained token. Without
+    ``require_behaviour`` a trained token may lack the sampler's log-prob (``nan``), for a
+    loss against the learner's own (``behaviour="learner"``)."""
     sequences = []
     for segment in segments:
         advantage = advantages.get(segment.trajectory_id)
@@ -98,18 +111,20 @@ def policy_sequences(
         for position, (is_trained, logprob) in enumerate(
             zip(trained, segment.behaviour_logprobs, strict=True)
         ):
-            if is_trained and logprob is None:
+            if is_trained and logprob is None and require_behaviour:
                 raise ValueError(
                     f"segment {segment.id}: policy token {position} has no behaviour log-prob; "
                     "GRPO needs a policy that records output_logprobs"
                 )
-            behaviour.append(logprob if is_trained and logprob is not None else 0.0)
+            missing = math.nan if is_trained else 0.0
+            behaviour.append(logprob if is_trained and logprob is not None else missing)
         if any(trained):
             sequences.append(PolicySequence(segment.input_ids, trained, behaviour, advantage))
     return sequences
 
 
 TokenMean = Literal["step", "informative"]
+Behaviour = Literal["sampler", "learner"]
 
 
 @dataclass(frozen=True)
@@ -125,11 +140,13 @@ def step_batch(
     segments: Sequence[Segment],
     advantages: Mapping[str, float | None],
     token_mean: TokenMean = "step",
+    *,
+    require_behaviour: bool = True,
 ) -> StepBatch:
     """The step's ``policy_sequences`` and its ``N`` under ``token_mean`` (module docstring):
     ``"step"`` counts the trained tokens of every segment whose trajectory has an advantage
     (``None``: no outcome, left out), ``"informative"`` those of the sequences alone."""
-    sequences = policy_sequences(segments, advantages)
+    sequences = policy_sequences(segments, advantages, require_behaviour=require_behaviour)
     if token_mean == "informative":
         return StepBatch(sequences, sum(s.trained_tokens for s in sequences))
     counted = sum(
@@ -241,14 +258,37 @@ def clipped_loss_sum(
     behaviour_logprobs: torch.Tensor,
     advantages: torch.Tensor,
     clip: ClipRange,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, int]:
-    """Sum over tokens of ``-min(rho * A, clip(rho) * A)``, and how many tokens had their ratio
-    outside the clip range. The three tensors hold one entry per trained token."""
+    """Sum over tokens of ``-w * min(rho * A, clip(rho) * A)``, and how many tokens had their
+    ratio outside the clip range. The tensors hold one entry per trained token; ``weights``
+    (``w``, detached): truncated importance weights, None: 1."""
     ratio = torch.exp(logprobs - behaviour_logprobs)
     clipped = torch.clamp(ratio, 1 - clip.low, 1 + clip.high)
     per_token = -torch.minimum(ratio * advantages, clipped * advantages)
+    if weights is not None:
+        per_token = per_token * weights
     outside = (ratio < 1 - clip.low) | (ratio > 1 + clip.high)
     return per_token.sum(), int(outside.sum())
+
+
+def behaviour_and_weights(
+    logprobs: torch.Tensor,
+    sampler_logprobs: torch.Tensor,
+    behaviour: Behaviour,
+    importance_cap: float | None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The ``mu`` the ratio is taken against and the truncated importance weights (module
+    docstring). ``logprobs``: the learner's, with their graph."""
+    if importance_cap is not None and behaviour != "learner":
+        raise ValueError("importance_cap: corrects a loss against the learner's log-probs")
+    learner = logprobs.detach()
+    mu = learner if behaviour == "learner" else sampler_logprobs
+    if importance_cap is None:
+        return mu, None
+    if torch.isnan(sampler_logprobs).any():
+        raise ValueError("importance_cap: needs the sampler's log-prob of every trained token")
+    return mu, torch.clamp(torch.exp(learner - sampler_logprobs), max=importance_cap)
 
 
 @dataclass(frozen=True)
@@ -276,12 +316,15 @@ def accumulate_gradients(
     accelerator: Accelerator | None = None,
     mean_over: int | None = None,
     share_prefix: bool = True,
+    behaviour: Behaviour = "sampler",
+    importance_cap: float | None = None,
 ) -> LearnerStats:
     """Backpropagate one optimizer step's token-mean loss into ``model``'s ``.grad``, a
     micro-batch at a time; the caller steps the optimizer. Nothing to train: no gradient.
     ``mean_over`` is this process's share of ``N`` (``step_batch``); ``None``: the trained
     tokens of ``sequences`` (the ``"informative"`` convention). With ``share_prefix`` the
     context a micro-batch's sequences share (``shared_prefix``) runs once for all of them.
+    ``behaviour`` and ``importance_cap``: what the ratio is taken against (module docstring).
 
     With an ``accelerator`` (``model`` prepared by it), ``sequences`` are this process's share
     of the step: the token count ``N`` is summed over the processes first, and each process's
@@ -324,11 +367,21 @@ def accumulate_gradients(
             batch = collate(chunk, pad_token_id).to(device)
             trained = batch.trained[:, 1:]
             prefix = shared_prefix(chunk) if share_prefix else 0
+            logprobs = token_logprobs(model, batch, temperature, prefix)
+            mu, weights = behaviour_and_weights(
+                logprobs, batch.behaviour_logprobs[:, 1:][trained], behaviour, importance_cap
+            )
+            if torch.isnan(mu).any():
+                raise ValueError(
+                    "a trained token has no sampler log-prob: use behaviour 'learner' "
+                    "(GRPOConfig.behaviour_logprobs)"
+                )
             loss_sum, outside = clipped_loss_sum(
-                token_logprobs(model, batch, temperature, prefix),
-                batch.behaviour_logprobs[:, 1:][trained],
+                logprobs,
+                mu,
                 batch.advantages[:, None].expand_as(trained)[trained],
                 clip,
+                weights,
             )
             scaled = loss_sum / (total / processes)
             if accelerator is not None:
@@ -366,6 +419,7 @@ def _sum_over_processes(values: Sequence[float], accelerator: Accelerator | None
 
 
 __all__ = [
+    "Behaviour",
     "ClipRange",
     "LearnerStats",
     "MicroBatch",
@@ -373,6 +427,7 @@ __all__ = [
     "StepBatch",
     "TokenMean",
     "accumulate_gradients",
+    "behaviour_and_weights",
     "clipped_loss_sum",
     "collate",
     "group_advantages",

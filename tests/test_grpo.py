@@ -354,7 +354,9 @@ def test_steps_raise_the_logprob_of_positive_and_lower_negative_advantage(tiny):
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate)
     sequences = policy_sequences([good, bad], {"good": 1.0, "bad": -1.0})
     for _ in range(3):
-        stats, grad_norm = learner_step(model, optimizer, sequences, config, pad_token_id=0)
+        stats, grad_norm = learner_step(
+            model, optimizer, sequences, config, pad_token_id=0, behaviour="sampler"
+        )  # the same samples again: off-policy, so against the sampler's log-probs
         assert grad_norm is not None and grad_norm > 0
     after = sequence_logprob(model, good), sequence_logprob(model, bad)
     assert after[0] > before[0] + 0.1
