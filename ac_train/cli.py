@@ -238,6 +238,8 @@ GRPO_FIELDS = (
     "clip_high",
     "scale_advantages_by_std",
     "token_mean",
+    "behaviour_logprobs",
+    "importance_cap",
     "overlong_masking",
     "micro_batch_size",
     "share_prefix",

@@ -3,7 +3,13 @@ trigger asks for another summary at once (a loop that buys nothing)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import gymnasium as gym
+import pytest
 
 import ac_env  # noqa: F401  (registers the ids)
 from ac_env.agents import ReferenceAgent
@@ -60,3 +66,20 @@ def test_forced_summaries_with_kept_turns_never_loop_in_a_real_episode(tiny_task
     kept = [e.kept_messages for e in events]
     assert 0 in kept and max(kept) > 0  # trimmed where needed, kept where it fits
     assert reward == 1.0
+
+
+@pytest.mark.slow  # about 40 s: two ac-bench runs on two built-in tasks
+def test_the_keep_recent_benchmark_runs_and_writes_its_table(tmp_path):
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "keep_recent.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--out", str(tmp_path), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    results = json.loads((tmp_path / "keep_recent.json").read_text())
+    assert set(results["builtin-medium"]) == {"0", "2"}
+    row = results["builtin-medium"]["0"]["fixed"]
+    assert row["episodes"] == 2 and 0 <= row["success"] <= 1
+    assert (tmp_path / "keep_recent.png").stat().st_size > 0
