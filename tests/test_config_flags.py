@@ -63,7 +63,18 @@ def test_every_bench_setting_has_its_flag_under_the_old_names():
     argv = ["--out", "o", "--source", "f.jsonl", "--split", "all", "--ids", "a", "b"]
     argv += ["--limit", "2", "--strategies", "none", "--worker", "reference", "--seeds", "1"]
     argv += ["--budgets", "0.5", "--fallback-threshold", "100", "--fixed-threshold", "200"]
-    argv += ["--pricing", "p", "--max-steps", "3", "--sandbox", "docker", "--workers", "1"]
+    argv += [
+        "--pricing",
+        "p",
+        "--max-steps",
+        "3",
+        "--keep-recent",
+        "1",
+        "--sandbox",
+        "docker",
+        "--workers",
+        "1",
+    ]
     argv += ["--subset", "eval", "--context-window", "32768"]
     argv += ["--temperature", "0.5", "--top-p", "0.9", "--max-new-tokens", "64"]
     argv += ["--timing-policy", "p.json", "--command-cache", "c"]
