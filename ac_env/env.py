@@ -263,8 +263,8 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
         context's messages and exact token count, the turns since the last summary rewrite."""
         if self.trajectory is None:
             raise RuntimeError("no episode: call reset()")
-        messages = tuple({"role": m.role, "content": m.content} for m in self.context.messages)
-        return Moment(messages, self.context.tokens, self.trajectory.turns_since_rewrite())
+        context = self.context
+        return Moment(context.observation(), context.tokens, self.trajectory.turns_since_rewrite())
 
     def snapshot(self) -> EpisodeSnapshot:
         """The running episode's whole state (see ``ac_env.snapshot``), to ``restore`` later

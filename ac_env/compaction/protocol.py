@@ -147,8 +147,7 @@ class Compactor:
         does not bring the context under the trigger buys nothing and repeats."""
         if self.force_when is None:
             return False
-        messages = tuple({"role": m.role, "content": m.content} for m in context.messages)
-        return self.force_when(Moment(messages, context.tokens, 0))
+        return self.force_when(Moment(context.observation(), context.tokens, 0))
 
 
 def _validated(parsed: ParseResult) -> ParseResult:
