@@ -86,7 +86,13 @@ def train(
     for groups in batch():
         started = time.perf_counter()
         stats, grad_norm = learner_step(
-            learner, optimizer, share(groups, rank, processes), CONFIG, 0, accelerator
+            learner,
+            optimizer,
+            share(groups, rank, processes),
+            CONFIG,
+            0,
+            accelerator,
+            behaviour="sampler",  # the noisy recorded log-probs: ratios away from 1, clipped
         )
         seconds = time.perf_counter() - started
         figures.append({**asdict(stats), "grad_norm": grad_norm, "seconds": seconds})
