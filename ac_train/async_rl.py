@@ -404,6 +404,11 @@ class AsyncGRPOTrainer(GRPOTrainer):
                 "skip_uniform_for: the asynchronous trainer's workers draw tasks ahead of the "
                 "groups that would settle them; run it synchronously"
             )
+        if config.batch_groups:
+            raise ValueError(
+                "batch_groups: the asynchronous trainer's workers sample apart, each with its "
+                "own policy; run it synchronously"
+            )
         super().__init__(config, model, tokenizer)
         self.async_config = async_config or AsyncConfig()
         self.weight_hooks = list(weight_hooks)

@@ -231,6 +231,7 @@ GRPO_FIELDS = (
     "max_new_tokens",
     "temperature",
     "rollout_workers",
+    "batch_groups",
     "sampler",
     "sampler_weights",
     "learning_rate",

@@ -9,14 +9,21 @@ the same: only where they are stored changes.
 
 ``reserved_cache`` builds the model's usual ``DynamicCache`` and swaps every full-attention layer
 for a reserved one; layers of other kinds (sliding windows) keep their own.
+
+``shared_prefix_cache`` prefills a batch of prompts that begin alike (a GRPO group's rollouts
+continuing one start state): the shared tokens are run once and repeated per row, then each
+row's own tokens, left-padded to one width, run as one batch. Padding is masked out and
+position ids skip it, so each row sees exactly its own prompt.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers import PretrainedConfig
+from transformers import PretrainedConfig, PreTrainedModel
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 
@@ -88,4 +95,78 @@ def reserved_cache(config: PretrainedConfig, capacity: int) -> DynamicCache:
     return cache
 
 
-__all__ = ["ReservedLayer", "reserved_cache"]
+@dataclass
+class PrefilledBatch:
+    """Prompts run into a cache, ready for the first sampled token of every row."""
+
+    cache: DynamicCache
+    logits: torch.Tensor  # rows x vocabulary: each row's next-token logits (float32)
+    attention_mask: torch.Tensor  # rows x cached positions: 0 on padding
+    next_positions: torch.Tensor  # rows: each row's next position id (its prompt's length)
+
+
+def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
+    """How many leading tokens all ``prompts`` share."""
+    shortest = min(len(prompt) for prompt in prompts)
+    for index in range(shortest):
+        if any(prompt[index] != prompts[0][index] for prompt in prompts):
+            return index
+    return shortest
+
+
+def shared_prefix_cache(
+    model: PreTrainedModel, prompts: Sequence[Sequence[int]], budget: int
+) -> PrefilledBatch:
+    """``prompts`` prefilled as one batch, with room for ``budget`` more tokens a row.
+
+    The shared prefix stops one token short of the shortest prompt, so every row runs at least
+    its last token in the batched pass (equal prompts: one token each). Padding needs a shared
+    first token, so that every padded position still sees a real one (a fully masked
+    attention row would be NaN): prompts with nothing in common are refused."""
+    if not prompts or any(not prompt for prompt in prompts):
+        raise ValueError("shared_prefix_cache: every prompt needs at least one token")
+    device = model.device
+    shared = min(shared_prefix_length(prompts), min(len(p) for p in prompts) - 1)
+    suffixes = [list(prompt[shared:]) for prompt in prompts]
+    width = max(len(suffix) for suffix in suffixes)
+    if shared == 0 and width > 1:
+        raise ValueError(
+            "shared_prefix_cache: prompts that share no first token cannot be padded into "
+            "one batch (decode them one at a time)"
+        )
+    cache = reserved_cache(model.config, shared + width + budget)
+    if shared:
+        model(
+            input_ids=torch.tensor([list(prompts[0][:shared])], device=device),
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+    rows = len(prompts)
+    if rows > 1:
+        cache.batch_repeat_interleave(rows)
+    pads = torch.tensor([width - len(suffix) for suffix in suffixes], device=device)
+    ids = torch.tensor([[0] * (width - len(s)) + s for s in suffixes], device=device)
+    columns = torch.arange(width, device=device)[None]
+    own = (columns >= pads[:, None]).long()
+    mask = torch.cat([own.new_ones(rows, shared), own], dim=1)
+    positions = shared + (columns - pads[:, None]).clamp(min=0)
+    result = model(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=positions,
+        cache=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    lengths = torch.tensor([len(prompt) for prompt in prompts], device=device)
+    return PrefilledBatch(cache, result.logits[:, -1].float(), mask, lengths)
+
+
+__all__ = [
+    "PrefilledBatch",
+    "ReservedLayer",
+    "reserved_cache",
+    "shared_prefix_cache",
+    "shared_prefix_length",
+]

@@ -65,6 +65,7 @@ import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
 from ac_env.agents.rollout import RolloutJob, rollout_many
 from ac_env.policy import Policy, SamplingConfig
 from ac_env.trajectory import Trajectory
+from ac_train.batched_acts import BatchedActs
 from ac_train.grpo_config import GRPO_PRESETS, DemonstrationStarts, GRPOConfig
 from ac_train.grpo_loss import (
     Behaviour,
@@ -397,16 +398,19 @@ class GRPOTrainer:
         if sampler is not None and sampler.version != step:
             sampler.push(self.model, step)
 
-        shared = None  # batch_groups: one policy for all workers, a group per decode
+        shared: Policy | None = None  # batch_groups: one policy for all workers
         if self.config.batch_groups:
+            one_call = self.config.one_call_rollouts  # then a group per decode
             shared = TransformersPolicy.sampled_by(
                 self.model,
                 self.tokenizer,
                 self.sampling,
                 seed=hash((self.config.seed, step, rank)) % 2**63,
                 policy_version=step,
-                samples_per_prompt=self.config.rollouts_per_task,
+                samples_per_prompt=self.config.rollouts_per_task if one_call else 1,
             )
+            if not one_call:  # the workers' calls, gathered into one decode
+                shared = BatchedActs(shared, rows=workers)
 
         def policy() -> Policy:
             if sampler is not None:

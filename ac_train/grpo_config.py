@@ -65,9 +65,11 @@ class GRPOConfig(BaseModel):
     rollout_workers: int = Field(default=1, ge=1, description="episodes run at once")
     batch_groups: bool = Field(
         default=False,
-        description="sample each group's rollouts in one batched decode (one policy shared by "
-        "the rollout workers, TransformersPolicy's samples_per_prompt): for rollouts of one "
-        "call from a demonstration start, which all begin on the same prompt",
+        description="decode rollouts together in process: rollouts of one call from a "
+        "demonstration start (all on their group's prompt) as one decode per group "
+        "(TransformersPolicy's samples_per_prompt); any other rollouts by gathering the model "
+        "calls of the rollout_workers threads into one batch (ac_train.batched_acts: the "
+        "prompts' shared prefix once, then every row's own)",
     )
     sampler: str | None = Field(
         default=None,
@@ -152,16 +154,19 @@ class GRPOConfig(BaseModel):
 
     @model_validator(mode="after")
     def _batched_groups_are_one_call(self) -> GRPOConfig:
-        if self.batch_groups and (
-            self.demonstration is None
-            or self.demonstration.max_policy_steps != 1
-            or self.sampler is not None
-        ):
+        if self.batch_groups and self.sampler is not None:
+            raise ValueError("batch_groups: decodes in process; unset sampler (or this)")
+        if self.batch_groups and not self.one_call_rollouts and self.rollout_workers < 2:
             raise ValueError(
-                "batch_groups: needs demonstration starts with max_policy_steps 1 (each "
-                "rollout one call, on its group's shared prompt) and in-process sampling"
+                "batch_groups: gathers the calls of rollout_workers threads, so it needs "
+                "rollout_workers >= 2 (or demonstration starts with max_policy_steps 1)"
             )
         return self
+
+    @property
+    def one_call_rollouts(self) -> bool:
+        """Every rollout is one model call from a demonstration start (``batch_groups``)."""
+        return self.demonstration is not None and self.demonstration.max_policy_steps == 1
 
     @model_validator(mode="after")
     def _limits_not_in_env(self) -> GRPOConfig:

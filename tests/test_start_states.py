@@ -151,9 +151,9 @@ def test_batch_groups_samples_each_group_in_one_decode(tmp_path, tiny_task_file,
     decodes = []
     original = TransformersPolicy._decode
 
-    def counted(self, prompt_ids, budget, sampling, n):
-        decodes.append(n)
-        return original(self, prompt_ids, budget, sampling, n)
+    def counted(self, prompts, budgets, sampling):
+        decodes.append(len(prompts))
+        return original(self, prompts, budgets, sampling)
 
     monkeypatch.setattr(TransformersPolicy, "_decode", counted)
     model, tokenizer = tiny_model_and_tokenizer()
@@ -173,19 +173,56 @@ def test_batch_groups_samples_each_group_in_one_decode(tmp_path, tiny_task_file,
     )
     (metrics,) = GRPOTrainer(config, model, tokenizer).train()
     assert decodes == [3, 3] and metrics.rollouts == 6
-    with pytest.raises(ValueError, match="batch_groups: needs demonstration starts"):
+    with pytest.raises(ValueError, match="batch_groups: gathers the calls of rollout_workers"):
         GRPOConfig(output_dir=tmp_path, batch_groups=True)
-    with pytest.raises(ValueError, match="batch_groups: needs demonstration starts"):
+    with pytest.raises(ValueError, match="batch_groups: decodes in process"):
         GRPOConfig(
             output_dir=tmp_path,
             batch_groups=True,
-            demonstration=DemonstrationStarts(max_policy_steps=2),
+            sampler="openai:m@http://127.0.0.1:1/v1",
+            sampler_weights=tmp_path,
         )
+
+
+@pytest.mark.slow
+def test_batch_groups_gathers_diverged_calls_of_the_workers(tmp_path, tiny_task_file, monkeypatch):
+    """Rollouts of several calls: the rows after the first call have diverged (each its own
+    last action and observation) and are still decoded together."""
+    decodes = []
+    original = TransformersPolicy._decode
+
+    def counted(self, prompts, budgets, sampling):
+        decodes.append(len({tuple(p) for p in prompts}))
+        return original(self, prompts, budgets, sampling)
+
+    monkeypatch.setattr(TransformersPolicy, "_decode", counted)
+    model, tokenizer = tiny_model_and_tokenizer()
+    config = GRPOConfig(
+        output_dir=tmp_path / "run",
+        env={"task_source": str(tiny_task_file), "split": None},
+        forced_compaction_threshold=3000,
+        steps=1,
+        tasks_per_step=1,
+        rollouts_per_task=3,
+        rollout_workers=3,
+        rollout_max_tokens=4096,
+        rollout_max_steps=3,
+        max_new_tokens=6,
+        progress=False,
+        batch_groups=True,
+    )
+    (metrics,) = GRPOTrainer(config, model, tokenizer).train()
+    assert metrics.rollouts == 3
+    assert max(decodes) == 3  # three different prompts in one decode
+    assert len(decodes) < 3 * 3  # fewer decodes than calls
 
 
 def test_demonstration_starts_are_refused_where_unsupported(tmp_path):
     config = GRPOConfig(output_dir=tmp_path, demonstration=DemonstrationStarts())
     with pytest.raises(ValueError, match="asynchronous"):
         AsyncGRPOTrainer(config)
+    grouped = GRPOConfig(output_dir=tmp_path, batch_groups=True, rollout_workers=2)
+    with pytest.raises(ValueError, match="batch_groups: the asynchronous trainer"):
+        AsyncGRPOTrainer(grouped)
     with pytest.raises(SystemExit, match="--demonstration-steps-left"):
         main(["grpo", "--output-dir", str(tmp_path), "--max-policy-steps", "2"])
