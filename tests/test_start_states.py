@@ -147,15 +147,21 @@ def test_grpo_steps_from_demonstration_starts(tmp_path, tiny_task_file, monkeypa
 
 
 @pytest.mark.slow
-def test_batch_groups_samples_each_group_in_one_decode(tmp_path, tiny_task_file, monkeypatch):
+def recorded_decodes(monkeypatch) -> list[list[list[int]]]:
+    """The prompts of every batched decode ``TransformersPolicy`` runs from now on."""
     decodes = []
     original = TransformersPolicy._decode
 
-    def counted(self, prompts, budgets, sampling):
-        decodes.append(len(prompts))
+    def recorded(self, prompts, budgets, sampling):
+        decodes.append(prompts)
         return original(self, prompts, budgets, sampling)
 
-    monkeypatch.setattr(TransformersPolicy, "_decode", counted)
+    monkeypatch.setattr(TransformersPolicy, "_decode", recorded)
+    return decodes
+
+
+def test_batch_groups_samples_each_group_in_one_decode(tmp_path, tiny_task_file, monkeypatch):
+    decodes = recorded_decodes(monkeypatch)
     model, tokenizer = tiny_model_and_tokenizer()
     config = GRPOConfig(
         output_dir=tmp_path / "run",
@@ -172,7 +178,7 @@ def test_batch_groups_samples_each_group_in_one_decode(tmp_path, tiny_task_file,
         batch_groups=True,
     )
     (metrics,) = GRPOTrainer(config, model, tokenizer).train()
-    assert decodes == [3, 3] and metrics.rollouts == 6
+    assert [len(prompts) for prompts in decodes] == [3, 3] and metrics.rollouts == 6
     with pytest.raises(ValueError, match="batch_groups: gathers the calls of rollout_workers"):
         GRPOConfig(output_dir=tmp_path, batch_groups=True)
     with pytest.raises(ValueError, match="batch_groups: decodes in process"):
@@ -188,14 +194,7 @@ def test_batch_groups_samples_each_group_in_one_decode(tmp_path, tiny_task_file,
 def test_batch_groups_gathers_diverged_calls_of_the_workers(tmp_path, tiny_task_file, monkeypatch):
     """Rollouts of several calls: the rows after the first call have diverged (each its own
     last action and observation) and are still decoded together."""
-    decodes = []
-    original = TransformersPolicy._decode
-
-    def counted(self, prompts, budgets, sampling):
-        decodes.append(len({tuple(p) for p in prompts}))
-        return original(self, prompts, budgets, sampling)
-
-    monkeypatch.setattr(TransformersPolicy, "_decode", counted)
+    decodes = recorded_decodes(monkeypatch)
     model, tokenizer = tiny_model_and_tokenizer()
     config = GRPOConfig(
         output_dir=tmp_path / "run",
@@ -213,7 +212,7 @@ def test_batch_groups_gathers_diverged_calls_of_the_workers(tmp_path, tiny_task_
     )
     (metrics,) = GRPOTrainer(config, model, tokenizer).train()
     assert metrics.rollouts == 3
-    assert max(decodes) == 3  # three different prompts in one decode
+    assert max(len({tuple(p) for p in prompts}) for prompts in decodes) == 3  # in one decode
     assert len(decodes) < 3 * 3  # fewer decodes than calls
 
 
