@@ -146,7 +146,6 @@ def test_grpo_steps_from_demonstration_starts(tmp_path, tiny_task_file, monkeypa
     assert any(not torch.equal(v, initial[k]) for k, v in model.state_dict().items())
 
 
-@pytest.mark.slow
 def recorded_decodes(monkeypatch) -> list[list[list[int]]]:
     """The prompts of every batched decode ``TransformersPolicy`` runs from now on."""
     decodes = []
@@ -160,6 +159,7 @@ def recorded_decodes(monkeypatch) -> list[list[list[int]]]:
     return decodes
 
 
+@pytest.mark.slow
 def test_batch_groups_samples_each_group_in_one_decode(tmp_path, tiny_task_file, monkeypatch):
     decodes = recorded_decodes(monkeypatch)
     model, tokenizer = tiny_model_and_tokenizer()
@@ -225,3 +225,5 @@ def test_demonstration_starts_are_refused_where_unsupported(tmp_path):
         AsyncGRPOTrainer(grouped)
     with pytest.raises(SystemExit, match="--demonstration-steps-left"):
         main(["grpo", "--output-dir", str(tmp_path), "--max-policy-steps", "2"])
+    with pytest.raises(SystemExit, match="--probe-samples needs --demonstration-steps-left"):
+        main(["grpo", "--output-dir", str(tmp_path), "--probe-samples", "2"])
