@@ -296,6 +296,12 @@ def add_grpo(parser: argparse.ArgumentParser) -> None:
         "--max-policy-steps", type=int, help="with --demonstration-steps-left: env steps per start"
     )
     parser.add_argument(
+        "--probe-samples",
+        type=int,
+        help="with --demonstration-steps-left: rollouts of the starting policy from each start "
+        "before step 1, to draw the starts likeliest to give a mixed group (0: no probe)",
+    )
+    parser.add_argument(
         "--async",
         dest="asynchronous",
         action="store_true",
@@ -317,12 +323,14 @@ def grpo_config(args: argparse.Namespace) -> Any:
     if args.sandbox is not None:
         env["sandbox"] = args.sandbox
     settings = given(args, GRPO_FIELDS)
-    if args.max_policy_steps is not None and args.demonstration_steps_left is None:
-        raise SystemExit("--max-policy-steps needs --demonstration-steps-left")
+    for flag in ("max_policy_steps", "probe_samples"):
+        if getattr(args, flag) is not None and args.demonstration_steps_left is None:
+            raise SystemExit(f"--{flag.replace('_', '-')} needs --demonstration-steps-left")
     if args.demonstration_steps_left is not None:
         demonstration = {"steps_left": args.demonstration_steps_left}
-        if args.max_policy_steps is not None:
-            demonstration["max_policy_steps"] = args.max_policy_steps
+        for flag in ("max_policy_steps", "probe_samples"):
+            if getattr(args, flag) is not None:
+                demonstration[flag] = getattr(args, flag)
         settings["demonstration"] = demonstration
     return GRPOConfig.from_preset(args.preset, output_dir=args.output_dir, env=env, **settings)
 

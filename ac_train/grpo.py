@@ -89,6 +89,7 @@ from ac_train.grpo_metrics import (
 from ac_train.models import TransformersPolicy, load_model, smollm2_gguf_path
 from ac_train.segments import Segment, segment_trajectory
 from ac_train.served_sampler import ServedSampler
+from ac_train.start_probe import PROBE_FILE, ProbeResult, pass_rates, read_probe, write_probe
 from ac_train.start_states import (
     StartState,
     demonstration_starts,
@@ -184,6 +185,9 @@ class GRPOTrainer:
                 f"{type(self).__name__} learns in one process; it cannot run under a "
                 f"{processes}-process launch"
             )
+        probe = config.demonstration.probe_samples if config.demonstration else 0
+        if probe and processes > 1:
+            raise ValueError("demonstration.probe_samples: the probe runs in one process")
         if config.tasks_per_step % processes:
             raise ValueError(
                 f"tasks_per_step ({config.tasks_per_step}) must be a multiple of the number of "
@@ -252,6 +256,14 @@ class GRPOTrainer:
         if main:
             keep_metrics_before(config.output_dir / METRICS_FILE, self.start_step)
         self.accelerator.wait_for_everyone()
+        if config.demonstration is not None and config.demonstration.probe_samples:
+            self.draw = TaskDraw(
+                self.task_ids,
+                config.seed,
+                config.skip_uniform_for,
+                pass_rates=pass_rates(self.probe_starts(config.demonstration.probe_samples)),
+                group_size=config.rollouts_per_task,
+            )
         for done in read_metrics(config.output_dir):  # what the draws know of earlier steps
             if done.step < self.start_step:
                 self.draw.record(done.step, done.groups)
@@ -281,6 +293,22 @@ class GRPOTrainer:
                 if done % config.save_every == 0 or done == config.steps:
                     self.save_checkpoint(done)
         return history
+
+    def probe_starts(self, samples: int) -> list[ProbeResult]:
+        """``samples`` rollouts of the current weights from each start state, the rewards
+        written to ``OUTPUT_DIR/start_probe.jsonl`` after each start (a resumed run probes
+        only the starts not in it)."""
+        path = self.config.output_dir / PROBE_FILE
+        results = [r for r in read_probe(path) if r.start_id in self.starts]
+        todo = [start for start in self.starts if start not in {r.start_id for r in results}]
+        for start_id in tqdm(todo, desc="probe", unit="start", disable=not self.show_progress):
+            started = time.perf_counter()
+            runs = self.rollouts([start_id] * samples, self.start_step, probe_samples=samples)
+            rewards = [run.reward for run in runs if run.reward is not None]
+            wall_s = time.perf_counter() - started
+            results.append(ProbeResult(start_id=start_id, rewards=rewards, wall_s=wall_s))
+            write_probe(path, results)
+        return results
 
     def rollout_session(self) -> contextlib.AbstractContextManager[None]:
         """What runs around the training loop, after any resume: nothing here; the
@@ -389,11 +417,16 @@ class GRPOTrainer:
         )
         return segments, batch
 
-    def rollouts(self, task_ids: list[str], step: int) -> list[Trajectory]:
-        """One episode per entry of ``task_ids``, in order, sampled by the current weights."""
+    def rollouts(
+        self, task_ids: list[str], step: int, *, probe_samples: int = 0
+    ) -> list[Trajectory]:
+        """One episode per entry of ``task_ids``, in order, sampled by the current weights;
+        ``probe_samples``: these are a probe's (``probe_starts``), in runs of that many, drawn
+        from other seeds than the step's groups."""
         self.model.eval()  # no dropout: the learner recomputes the sampler's log-probs
         workers, rank = self.config.rollout_workers, self.accelerator.process_index
         made = iter(range(rank * workers, (rank + 1) * workers))  # a seed per process and worker
+        key = (self.config.seed, step, -1) if probe_samples else (self.config.seed, step)
         sampler = self.served_sampler
         if sampler is not None and sampler.version != step:
             sampler.push(self.model, step)
@@ -405,9 +438,11 @@ class GRPOTrainer:
                 self.model,
                 self.tokenizer,
                 self.sampling,
-                seed=hash((self.config.seed, step, rank)) % 2**63,
+                seed=hash((*key, rank)) % 2**63,
                 policy_version=step,
-                samples_per_prompt=self.config.rollouts_per_task if one_call else 1,
+                samples_per_prompt=(probe_samples or self.config.rollouts_per_task)
+                if one_call
+                else 1,
             )
             if not one_call:  # the workers' calls, gathered into one decode
                 shared = BatchedActs(shared, rows=workers)
@@ -421,7 +456,7 @@ class GRPOTrainer:
                 self.model,
                 self.tokenizer,
                 self.sampling,
-                seed=hash((self.config.seed, step, next(made))) % 2**63,
+                seed=hash((*key, next(made))) % 2**63,
                 policy_version=step,
             )
 

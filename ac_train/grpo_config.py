@@ -36,6 +36,22 @@ class DemonstrationStarts(BaseModel):
         description="start before the demonstrator's n-th model call from the end, for each n",
     )
     max_policy_steps: int = Field(default=4, ge=1, description="env steps from a start")
+    probe_samples: int = Field(
+        default=0,
+        ge=0,
+        description="rollouts of the starting policy from each start state before step 1; "
+        "the draws then favour the starts likeliest to give a mixed group "
+        "(ac_train.start_probe); 0: no probe",
+    )
+
+    @model_validator(mode="after")
+    def _probe_tells_spread(self) -> DemonstrationStarts:
+        if self.probe_samples == 1:
+            raise ValueError(
+                "probe_samples: 1 sample cannot tell a settled start state from an unsure "
+                "one; use 2 or more (or 0: no probe)"
+            )
+        return self
 
 
 class GRPOConfig(BaseModel):

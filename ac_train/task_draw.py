@@ -9,6 +9,14 @@ mixed (DAPO's dynamic sampling keeps only mixed groups after sampling them; this
 sampling the ones known to be settled). A skipped task comes back after ``k`` steps, since
 the policy that settled it keeps changing; when fewer tasks are eligible than a step needs,
 the ones skipped longest ago fill in. ``k = 0`` draws uniformly, exactly as without it.
+
+With ``pass_rates`` (a probe of the starting policy, ``ac_train.start_probe``) the eligible
+tasks are not drawn uniformly: the ``count`` with the highest posterior chance of a mixed group
+of ``group_size`` are drawn, ties in random order. Skipping is what rotates them: a probed
+favourite whose group came out uniform steps aside for ``k`` steps and the next-likeliest
+start takes its place. (Thompson sampling, drawing a pass rate from each posterior and taking
+the best, was tried first: on a pool of 16 settled starts and 2 mixed ones the luckiest of the
+16 beat both mixed starts in nearly half the steps, 52% mixed draws against 100% here.)
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from ac_train.start_probe import PassRate
 
 
 class GroupOutcome(BaseModel):
@@ -51,22 +61,36 @@ class TaskDraw:
     task_ids: list[str]
     seed: int
     skip_uniform_for: int = 0
+    pass_rates: dict[str, PassRate] | None = None
+    """task id -> its probed pass rate; None: eligible tasks are drawn uniformly"""
+    group_size: int = 2
+    """the rollouts of a group (what ``pass_rates`` draws are scored for)"""
     uniform_at: dict[str, int] = field(default_factory=dict)
     """task id -> the step of its latest group, for tasks whose latest group was uniform"""
 
+    def __post_init__(self) -> None:
+        if self.pass_rates is not None:
+            missing = [task_id for task_id in self.task_ids if task_id not in self.pass_rates]
+            if missing:
+                raise ValueError(f"pass_rates: no probe of {missing}")
+
     def draw(self, step: int, count: int) -> list[str]:
         rng = random.Random(f"{self.seed}:{step}")
-        if self.skip_uniform_for == 0:
-            return rng.sample(self.task_ids, count)
-        skipped = {
-            task_id for task_id, at in self.uniform_at.items() if step - at <= self.skip_uniform_for
-        }
+        k = self.skip_uniform_for
+        skipped = {task_id for task_id, at in self.uniform_at.items() if k and step - at <= k}
         eligible = [task_id for task_id in self.task_ids if task_id not in skipped]
         if len(eligible) >= count:
-            return rng.sample(eligible, count)
+            return self._sample(rng, eligible, count)
         in_order = [task_id for task_id in self.task_ids if task_id in skipped]
         oldest_first = sorted(in_order, key=lambda task_id: self.uniform_at[task_id])
         return eligible + oldest_first[: count - len(eligible)]
+
+    def _sample(self, rng: random.Random, task_ids: list[str], count: int) -> list[str]:
+        if self.pass_rates is None:
+            return rng.sample(task_ids, count)
+        rates, shuffled = self.pass_rates, rng.sample(task_ids, len(task_ids))
+        chance = {t: rates[t].informative_chance(self.group_size) for t in task_ids}
+        return sorted(shuffled, key=chance.__getitem__, reverse=True)[:count]
 
     def record(self, step: int, groups: Iterable[GroupOutcome]) -> None:
         for group in groups:
