@@ -69,6 +69,7 @@ from ac_train.grpo import (
 from ac_train.models import TransformersPolicy, load_model
 from ac_train.segments import segment_trajectory
 from ac_train.sft import SFTRunConfig, run_sft
+from ac_train.start_probe import PROBE_FILE, read_probe
 from ac_train.start_states import StartState, demonstration_starts
 
 ENV: dict[str, Any] = {"split": "easy", "forced_compaction_threshold": 6144}
@@ -102,9 +103,16 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--max-steps", type=int, default=24, help="GRPO steps in all, at most")
     parser.add_argument("--tasks-per-step", type=int, default=1)
     parser.add_argument(
+        "--probe-samples",
+        type=int,
+        default=2,
+        help="rollouts of the warm start from each train start state before GRPO, to draw the "
+        "starts likeliest to give a mixed group (0: uniform draws)",
+    )
+    parser.add_argument(
         "--skip-uniform-for",
         type=int,
-        default=0,
+        default=4,
         help="GRPO steps in which a start state whose group was all-equal is not drawn",
     )
     parser.add_argument("--group-size", type=int, default=6)
@@ -312,7 +320,9 @@ def main() -> None:
         micro_batch_size=args.group_size,  # a group's start state runs once (share_prefix)
         save_every=4,  # a checkpoint is 1.6 GB (weights and optimizer)
         demonstration=DemonstrationStarts(
-            steps_left=args.steps_left, max_policy_steps=args.max_policy_steps
+            steps_left=args.steps_left,
+            max_policy_steps=args.max_policy_steps,
+            probe_samples=args.probe_samples,
         ),
     )
     curve = grpo(GRPOTrainer(config), args)
@@ -339,6 +349,14 @@ def main() -> None:
         name: {column: e.model_dump() for column, e in row.items()}
         for name, row in success_table(results).items()
     }
+    probe = read_probe(config.output_dir / PROBE_FILE)
+    if probe:
+        cost["wall_s"]["probe"] = sum(result.wall_s for result in probe)
+        results["probe"] = {
+            "starts": len(probe),
+            "mixed": sum(len(set(result.rewards)) > 1 for result in probe),
+            "rewards": {result.start_id: result.rewards for result in probe},
+        }
     cost["wall_s"]["grpo"] = sum(m.rollout_s + m.learn_s for m in curve)
     cost["learner_tokens"] = sum(m.tokens for m in curve)
     results["settings"] = {k: str(v) for k, v in vars(args).items()}
