@@ -37,8 +37,9 @@ and a GRPO step 1.7-3.7 minutes of rollouts plus, when a group is informative, a
 learner pass: a group's rollouts share their start state, so with ``micro_batch_size`` equal
 to the group size the learner runs that context once (``GRPOConfig.share_prefix``). That pass
 peaks near 24 GB: run nothing else beside it on a 24 GB machine. Only about 1 step in 8 had
-an informative group from this warm start (``--skip-uniform-for`` stops redrawing the start
-states that were settled). On one GPU, ``--preset gpu`` (``scripts/grpo_gpu.sh``).
+an informative group from this warm start under uniform draws; with the probe of 2 rollouts a
+start (``--probe-samples``, 90 s a start) and ``--skip-uniform-for 4``, 2 in 8 did. On one
+GPU, ``--preset gpu`` (``scripts/grpo_gpu.sh``).
 """
 
 from __future__ import annotations
