@@ -13,12 +13,22 @@ from sandbox_task import GIT
 import ac_env  # noqa: F401  (registers the ids)
 from ac_env.actions import Bash, Compact, Submit, TerminalParser
 from ac_env.agents.localize import Suspect, localize_command, parse_report
-from ac_env.agents.reference import SRC_LAYOUT, ReferenceAgent, parse_edit, read_history, replay
+from ac_env.agents.reference import (
+    RUBRIC_MIN_STALE_TOKENS,
+    SRC_LAYOUT,
+    PhaseView,
+    ReferenceAgent,
+    parse_edit,
+    read_history,
+    replay,
+    stale_tokens,
+)
 from ac_env.agents.repairs import Edit, function_edits, line_fixes
 from ac_env.agents.reproduce import from_issue
 from ac_env.agents.working_state import WorkingState, read_summary, write_summary
 from ac_env.compaction import summary_problems
 from ac_env.compaction.texts import COMPACTION_REQUEST
+from ac_env.compaction.when import Moment
 from ac_env.prompts import SYSTEM_PROMPT, task_message
 from ac_env.tasks.model import GroundTruth, Task
 
@@ -164,7 +174,21 @@ def test_summary_round_trip_keeps_the_working_state():
     again = read_summary(summary)
     assert again.failing == FAILING and again.suspects == [SUSPECT]
     assert again.tried == state.tried and again.fix == fix and again.pending is None
-    assert again.sources == {}  # the source must be read again after a compaction
+    assert again.sources == {} and again.read == set()  # nothing was read
+
+
+def test_summary_carries_the_code_read_and_the_agent_goes_on_without_reading_again():
+    detail = "calc/ops.py add lines 4-6"
+    code = {4: "def add(a, b):", 5: '    """Sum."""', 6: "    return a - b"}
+    state = WorkingState(
+        failing=FAILING, suspects=[SUSPECT], read={detail}, sources={"calc/ops.py": code}
+    )
+    summary = write_summary(state, "add is wrong", "try the next candidate edit")
+    assert "## Relevant code" in summary and "     6\t    return a - b" in summary
+    again = read_summary(summary)
+    assert again.read == {detail} and again.sources == {"calc/ops.py": code}
+    text = ReferenceAgent().act(observation(("user", summary))).text
+    assert step_kind(text) == "try"  # without the code it would read add again
 
 
 def test_summary_round_trip_in_reproduction_mode():
@@ -206,16 +230,31 @@ def after_the_suite(agent: ReferenceAgent, issue: str, *head: tuple[str, str]):
     return observation(*head, ("assistant", first), ("user", SUITE_OUTPUT), issue=issue)
 
 
+def after_a_long_suite(agent: ReferenceAgent) -> list[dict[str, str]]:
+    """The observation after the suite printed a long log (stale once its result is known)."""
+    first = agent.act(observation()).text
+    log = "".join(f"tests/test_ops.py::test_case_{n} PASSED\n" for n in range(2000))
+    return observation(("assistant", first), ("user", log + SUITE_OUTPUT))
+
+
 def test_rubric_compacts_past_its_token_size_not_before():
     agent = ReferenceAgent(compact_when="rubric")
-    assert isinstance(
-        TerminalParser().parse(agent.act(after_the_suite(agent, LONG_ISSUE)).text), Compact
-    )
+    assert isinstance(TerminalParser().parse(agent.act(after_a_long_suite(agent)).text), Compact)
     short = agent.act(after_the_suite(agent, ISSUE)).text
     assert step_kind(short) == "locate"  # running the suite ends no phase: no compaction
     # the agent that compacts after locating does not compact for size
     eager = ReferenceAgent(compact_when="after_locate")
-    assert step_kind(eager.act(after_the_suite(eager, LONG_ISSUE)).text) == "locate"
+    assert step_kind(eager.act(after_a_long_suite(eager)).text) == "locate"
+
+
+def test_rubric_does_not_compact_when_nothing_is_stale():
+    """A context large because of the task itself: compacting would remove nothing."""
+    agent = ReferenceAgent(compact_when="rubric")
+    moment = Moment.of_messages(after_the_suite(agent, LONG_ISSUE))
+    assert moment.tokens > 12_000
+    assert stale_tokens(moment, PhaseView.of(moment)) < RUBRIC_MIN_STALE_TOKENS
+    observed = after_the_suite(agent, LONG_ISSUE)
+    assert step_kind(agent.act(observed).text) == "locate"
 
 
 def test_rubric_does_not_compact_again_a_few_turns_after_a_summary():

@@ -257,8 +257,9 @@ def test_compacts_after_each_kept_fix_and_carries_it_forward(tmp_path):
 
 def test_after_fix_with_the_length_fallback_resumes_a_search_cut_by_forced_summaries(tmp_path):
     # the long split's fix32fb setting in miniature: a search longer than the fallback's
-    # threshold is summarized mid-way, and the search goes on from the summary
-    env = make_env(task_file(tmp_path, _two_bug_task(tmp_path)), forced_compaction_threshold=1500)
+    # threshold is summarized mid-way, and the search goes on from the summary (with the code
+    # it read, which a threshold below 2000 tokens leaves no room for)
+    env = make_env(task_file(tmp_path, _two_bug_task(tmp_path)), forced_compaction_threshold=2500)
     agent = ReferenceAgent(compact_when="after_fix")
     reward, info, trajectory = run_episode(env, agent, seed=0)
     env.close()

@@ -49,7 +49,7 @@ from ac_env.agents.repairs import Edit, function_edits
 from ac_env.agents.reproduce import Reproduction, from_issue, verdict
 from ac_env.agents.twins import HEREDOC_END as TWINS_END
 from ac_env.agents.twins import parse_twins, twins_command
-from ac_env.agents.working_state import WorkingState, read_summary, write_summary
+from ac_env.agents.working_state import NUMBERED_LINE, WorkingState, read_summary, write_summary
 from ac_env.compaction.protocol import CompactionProtocol
 from ac_env.compaction.texts import COMPACTION_REQUEST, WORKING_STATE_REQUEST
 from ac_env.compaction.when import Moment, TimingRule, TokenThreshold, timing_rule
@@ -58,13 +58,13 @@ from ac_env.test_log import TestRunSummary, summarize_pytest_output
 
 RUBRIC_TOKENS = 12_000  # the rubric's "more than about 12,000 tokens"
 RUBRIC_SETTLE_TURNS = 3  # the rubric's "a few turns ago": fewer own turns than this
+RUBRIC_MIN_STALE_TOKENS = 4_000  # the rubric's "old command outputs no longer matter": see Rubric
 MAX_KEPT_FIXES = 5  # partial fixes kept on top of each other (a bug each): six bugs in all
 SUITE_TIMEOUT_S = 55  # under the env's default 60 s command limit
 TRY_TIMEOUT_S = 20  # the failing tests alone; a candidate that makes them hang is wrong
 SRC_LAYOUT = '[ -d src ] && export PYTHONPATH="$PWD/src"'
 _STEP = re.compile(r"^# (?P<kind>[a-z]+):? ?(?P<detail>.*)$")
 _ISSUE = re.compile(r"<issue>\n?(.*?)\n?</issue>", re.DOTALL)
-_NUMBERED = re.compile(r"^\s*(\d+)\t(.*)$")
 SUITE = (
     f"timeout {SUITE_TIMEOUT_S} python3 -m pytest -q --tb=short -p no:cacheprovider 2>&1 "
     "| tail -n 60"
@@ -150,7 +150,7 @@ def _advance(state: WorkingState, turn: Turn) -> None:
         path = turn.detail.split(" ", 1)[0]
         lines = {}
         for row in turn.output.splitlines():
-            match = _NUMBERED.match(row)
+            match = NUMBERED_LINE.match(row)
             if match:
                 lines[int(match.group(1))] = match.group(2)
         state.note_read(path, lines)
@@ -400,11 +400,19 @@ class Rubric:
     - NOT "in the middle of an edit-and-test cycle, before the result of a change is known":
       not while a fix waits for the whole suite;
     - NOT "when you compacted a few turns ago and little has happened since": not within
-      ``RUBRIC_SETTLE_TURNS`` of its own turns after a summary.
+      ``RUBRIC_SETTLE_TURNS`` of its own turns after a summary;
+    - "when old command outputs ... no longer matter", and NOT "when ... little has happened
+      since": only when compacting now would remove at least ``RUBRIC_MIN_STALE_TOKENS``
+      tokens (``stale_tokens``: the context less what it would hold after, the system prompt,
+      the task and the summary written now, whose relevant code grows with what was read).
+      Below that the summary does not pay for itself: at the default prices a compaction
+      costs its summary's output and one uncached read of the rewritten prompt, about what
+      4,000 removed tokens save at the cache-hit price over some 20 later turns, and each summary
+      is a turn of the step cap spent. A context that is large because of the task itself,
+      or of code the agent still needs, has nothing stale to remove.
 
-    "when old command outputs ... no longer matter" is no test of its own: a phase's outputs
-    are old once it ends, which the phase triggers catch; and the agent's summary never
-    "would drop a fact you still need" (``write_summary`` records its whole working state).
+    The agent's summary never "would drop a fact you still need" (``write_summary`` records
+    its whole working state, with the code it read).
     """
 
     name: str = "rubric"
@@ -412,7 +420,8 @@ class Rubric:
         "the reference agent follows the rubric as a rule: compact after locating the bug, "
         "after the whole suite keeps a partial fix, after a direction is ruled out, or past "
         f"{RUBRIC_TOKENS:,} context tokens; not while a fix awaits the whole suite, nor within "
-        f"{RUBRIC_SETTLE_TURNS} turns of its last summary"
+        f"{RUBRIC_SETTLE_TURNS} turns of its last summary, nor when it would remove fewer than "
+        f"{RUBRIC_MIN_STALE_TOKENS:,} stale tokens"
     )
 
     def __call__(self, moment: Moment) -> bool:
@@ -421,11 +430,22 @@ class Rubric:
             return False
         if view.state.fix is not None:
             return False
+        if stale_tokens(moment, view) < RUBRIC_MIN_STALE_TOKENS:
+            return False
         ruled_out = view.last == "drop" or (
             view.last == "verify" and view.state.pending is not None
         )
         large = TokenThreshold(RUBRIC_TOKENS)(moment)
         return view.newly_located() or view.newly_kept() or ruled_out or large
+
+
+def stale_tokens(moment: Moment, view: PhaseView) -> int:
+    """The tokens compacting now would remove: the context's, less those of the system prompt,
+    the task and the summary the agent would write now (approximate tokens, as the moment
+    counts them)."""
+    summary = write_summary(view.state, _task_line(view.history.issue), "")
+    after = Moment.of_messages([*moment.messages[:2], {"role": "user", "content": summary}])
+    return moment.tokens - after.tokens
 
 
 PHASE_RULES: dict[str, TimingRule] = {r.name: r for r in (AfterLocate(), AfterFix(), Rubric())}

@@ -4,8 +4,10 @@ The agent is stateless between calls: it rebuilds this state from the observatio
 After a compaction the only record of earlier turns is the summary, so the summary holds every
 field the agent needs (as readable Markdown lines under ``SUMMARY_TEMPLATE``'s sections; edits
 as one JSON object per line). A summary without the suspect locations makes the agent locate
-again; without the failing tests, it runs the suite again. Source lines are not carried (the
-agent reads again); what other copies of a function showed is, as a confirmed finding.
+again; without the failing tests, it runs the suite again. The relevant code is carried too:
+each function read (as its ``read`` step names it) with its numbered lines as the files hold
+them, under ``## Relevant code``, so the agent goes on trying edits without reading again.
+What other copies of a function showed is carried as a confirmed finding.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ _KEPT = "- kept partial fix (the whole suite fails only where it still should): 
 _PENDING = "- unhelpful edit still applied (revert it first): "
 _VERIFIED = "- verified: the whole test suite passes with the fix"
 _NO_CHANGES = "- no changes yet"
+_CODE = "relevant code"
+_CODE_HEADING = re.compile(r"^### (?P<detail>\S+ \S+ lines (?P<start>\d+)-(?P<end>\d+))$")
+NUMBERED_LINE = re.compile(r"^\s*(\d+)\t(.*)$")
 
 
 @dataclass(frozen=True)
@@ -51,11 +56,12 @@ class KeptFix:
 class WorkingState:
     """``failing``: None = not known yet; empty = the repo's tests pass, so the failing
     signal is the issue's snippet. ``failures``: how each failing test failed then (its
-    one-line reason). ``read``: the functions read since the last summary (as the ``read``
-    steps name them); ``twins``: for each function compared with its other copies (by its
-    ``read`` name), the edits their differences suggest. ``sources``: the lines read so far
-    (path -> line number -> text) as the files hold them with the ``fix``; the ``pending``
-    unhelpful edit, which the next command reverts first, is not shown in them.
+    one-line reason). ``read``: the functions read whose lines the agent still holds (as the
+    ``read`` steps name them: in its history, or in its summary's relevant code); ``twins``:
+    for each function compared with its other copies (by its ``read`` name), the edits
+    their differences suggest. ``sources``: the lines read so far (path -> line number ->
+    text) as the files hold them with the ``fix``; the ``pending`` unhelpful edit, which the
+    next command reverts first, is not shown in them.
 
     An edit that makes every failing run pass becomes the ``fix``; one that makes some of them
     pass, the rest failing as they did (another bug's failures do not change), becomes the
@@ -203,6 +209,7 @@ def write_summary(state: WorkingState, task_line: str, next_step: str) -> str:
         task_line,
         "## Known",
         *(known or ["- nothing confirmed yet"]),
+        *_relevant_code(state),
         "## Ruled out",
         *([_TRIED + key for key in state.tried] or ["- nothing yet"]),
         "## Workspace",
@@ -213,6 +220,32 @@ def write_summary(state: WorkingState, task_line: str, next_step: str) -> str:
         f"- {next_step}",
     ]
     return "\n".join(lines)
+
+
+def _relevant_code(state: WorkingState) -> list[str]:
+    """Each function read, under a ``###`` heading naming it as its ``read`` step did, with its
+    lines numbered as ``cat -n`` prints them (none when nothing is read)."""
+    blocks: list[str] = []
+    for detail in sorted(state.read):
+        heading = _CODE_HEADING.match(f"### {detail}")
+        lines = state.sources.get(detail.split(" ", 1)[0], {})
+        if heading is None:
+            continue
+        span = range(int(heading["start"]), int(heading["end"]) + 1)
+        body = [f"{n:6d}\t{lines[n]}" for n in span if n in lines]
+        blocks += [heading.group(0), "```python", *body, "```"]
+    return ["## Relevant code", *blocks] if blocks else []
+
+
+def _restore_code(state: WorkingState, text: str) -> None:
+    detail: str | None = None
+    for row in text.splitlines():
+        if heading := _CODE_HEADING.match(row.strip()):
+            detail = heading["detail"]
+            state.read.add(detail)
+        elif detail is not None and (numbered := NUMBERED_LINE.match(row)):
+            path = detail.split(" ", 1)[0]
+            state.note_read(path, {int(numbered.group(1)): numbered.group(2)})
 
 
 def read_summary(summary: str) -> WorkingState:
@@ -245,6 +278,7 @@ def read_summary(summary: str) -> WorkingState:
                 )
             )
     state.suspects = suspects or None
+    _restore_code(state, sections.get(_CODE, ""))
     for line in sections.get("ruled out", "").splitlines():
         if line.strip().startswith(_TRIED):
             state.tried.append(line.strip()[len(_TRIED) :])
