@@ -403,13 +403,15 @@ class Rubric:
       ``RUBRIC_SETTLE_TURNS`` of its own turns after a summary;
     - "when old command outputs ... no longer matter", and NOT "when ... little has happened
       since": only when compacting now would remove at least ``RUBRIC_MIN_STALE_TOKENS``
-      tokens (``stale_tokens``: the context less what it would hold after, the system prompt,
-      the task and the summary written now, whose relevant code grows with what was read).
-      Below that the summary does not pay for itself: at the default prices a compaction
-      costs its summary's output and one uncached read of the rewritten prompt, about what
-      4,000 removed tokens save at the cache-hit price over some 20 later turns, and each summary
-      is a turn of the step cap spent. A context that is large because of the task itself,
-      or of code the agent still needs, has nothing stale to remove.
+      tokens, or half the context when it is smaller than twice that (``stale_tokens``: the
+      context less what it would hold after, the system prompt, the task and the summary
+      written now, whose relevant code grows with what was read). Below that the summary does
+      not pay for itself: at the default prices a compaction costs its summary's output and
+      one uncached read of the rewritten prompt, about what 4,000 removed tokens save at the
+      cache-hit price over some 20 later turns, and each summary is a turn of the step cap
+      spent. A context that is large because of the task itself, or of code the agent still
+      needs, has nothing stale to remove. The half-context floor keeps small tasks, whose
+      whole context is under 8,000 tokens, compacting where half of it would go.
 
     The agent's summary never "would drop a fact you still need" (``write_summary`` records
     its whole working state, with the code it read).
@@ -421,7 +423,7 @@ class Rubric:
         "after the whole suite keeps a partial fix, after a direction is ruled out, or past "
         f"{RUBRIC_TOKENS:,} context tokens; not while a fix awaits the whole suite, nor within "
         f"{RUBRIC_SETTLE_TURNS} turns of its last summary, nor when it would remove fewer than "
-        f"{RUBRIC_MIN_STALE_TOKENS:,} stale tokens"
+        f"{RUBRIC_MIN_STALE_TOKENS:,} stale tokens (half the context, if that is fewer)"
     )
 
     def __call__(self, moment: Moment) -> bool:
@@ -430,7 +432,7 @@ class Rubric:
             return False
         if view.state.fix is not None:
             return False
-        if stale_tokens(moment, view) < RUBRIC_MIN_STALE_TOKENS:
+        if stale_tokens(moment, view) < min(RUBRIC_MIN_STALE_TOKENS, moment.tokens // 2):
             return False
         ruled_out = view.last == "drop" or (
             view.last == "verify" and view.state.pending is not None
