@@ -363,6 +363,19 @@ def test_compacts_on_its_own_once_the_bug_is_located(tiny_task_file):
     assert reward == 1.0
 
 
+def test_rubric_compacts_a_small_context_at_a_phase_end(tiny_task_file):
+    """A whole context under twice ``RUBRIC_MIN_STALE_TOKENS``: half of it stale is enough."""
+    env = make_env(tiny_task_file, forced_compaction_threshold=None)
+    agent = ReferenceAgent(compact_when="rubric")
+    reward, _, trajectory = run_episode(env, agent, options={"task_id": "tiny-calc-1"})
+    env.close()
+    events = trajectory.compactions()
+    assert events and events[0].trigger == "proactive"
+    assert max(c.context_tokens for c in trajectory.model_calls()) < 2 * RUBRIC_MIN_STALE_TOKENS
+    assert commands_after_compactions(trajectory)[0] == "read"
+    assert reward == 1.0
+
+
 def _hidden_test_task(root: Path) -> Task:
     """The tiny task with its failing test hidden in ``test_patch`` (as in the hard split)."""
     repo = root / "tiny-hidden"
