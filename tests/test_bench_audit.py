@@ -83,6 +83,10 @@ def test_workspace_claims_against_git_diff():
         next_="- run tests",
     )
     assert not audit(kept, ["pkg/core.py"]).false_workspace_claim  # a test id claims no edit
+    modelled = summary(workspace="- kept fix in pkg/core.py, as in pkg/util.py", next_="- test")
+    assert not audit(modelled, ["pkg/core.py"]).false_workspace_claim  # a reference, not an edit
+    two_lines = summary(workspace="- kept fix in pkg/core.py\n- pkg/util.py edited", next_="- test")
+    assert audit(two_lines, ["pkg/core.py"]).false_workspace_claim
 
 
 def test_test_claims_against_the_last_real_run():

@@ -6,9 +6,11 @@ claim class by claim class:
 
 - **key state**: once a file the bug is in has been read, the summary names it (or the
   function); every file the workspace has changed (``git diff`` at that moment) is named;
-- **workspace claims**: "no changes" while ``git diff`` shows changes, or a file named in the
-  Workspace section that the diff does not change, is false; so is a test status claimed in
-  the Tests section (a pytest tally wins over words) that the last real test run contradicts;
+- **workspace claims**: "no changes" while ``git diff`` shows changes, or a file a line of
+  the Workspace section is about (the first file the line names; later ones, such as the
+  function an edit was modelled on, are references) that the diff does not change, is false;
+  so is a test status claimed in the Tests section (a pytest tally wins over words) that the
+  last real test run contradicts;
 - **next step**: a ``## Next`` section holding a concrete action (a path, a command, or an
   action verb);
 - **plan consistency**: a next step that ends the work (submit, done, stop) while the summary
@@ -16,7 +18,7 @@ claim class by claim class:
 
 Claims are read with regular expressions over the template's sections: a heuristic, stated
 here so its limits are known (a file named in the Workspace section as reverted counts as a
-claimed change).
+claimed change; a second file one line names as changed is not checked).
 """
 
 from __future__ import annotations
@@ -151,7 +153,8 @@ def audit_summary(
     claims: list[str] = []
     if _NO_CHANGES.search(workspace) and changed:
         claims.append(f"workspace: claims no changes, git diff changes {', '.join(changed)}")
-    named = [p for p in dict.fromkeys(_PATH.findall(workspace)) if p not in changed]
+    subjects = (_PATH.search(line) for line in workspace.splitlines())
+    named = [p for p in dict.fromkeys(m.group() for m in subjects if m) if p not in changed]
     if named:
         claims.append(f"workspace: names {', '.join(named)}, which git diff does not change")
     claimed_status = _claimed_test_status(tests)
