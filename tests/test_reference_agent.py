@@ -191,6 +191,36 @@ def test_summary_carries_the_code_read_and_the_agent_goes_on_without_reading_aga
     assert step_kind(text) == "try"  # without the code it would read add again
 
 
+def test_a_summary_asked_for_again_at_once_leaves_the_code_out_from_then_on():
+    """The context right after a summary with code was at the forced threshold: summaries
+    that followed would each be asked for again (a loop), so the agent drops the code."""
+    detail = "calc/ops.py add lines 4-6"
+    code = {4: "def add(a, b):", 5: '    """Sum."""', 6: "    return a - b"}
+    state = WorkingState(
+        failing=FAILING, suspects=[SUSPECT], read={detail}, sources={"calc/ops.py": code}
+    )
+    summary = write_summary(state, "add is wrong", "try the next candidate edit")
+    agent = ReferenceAgent()
+    step = agent.act(observation(("user", summary))).text
+    asked_again = observation(
+        ("user", summary),
+        ("assistant", step),
+        ("user", "[exit code 1]"),
+        ("user", COMPACTION_REQUEST),
+    )
+    lean = agent.act(asked_again).text
+    assert isinstance(TerminalParser().parse(lean), Compact) and summary_problems(lean) == []
+    assert "## Relevant code" not in lean and read_summary(lean).tight
+    assert "read calc/ops.py" in lean.rsplit("## Next", 1)[1]  # it says it reads again
+    # later summaries stay lean; a summary asked for after several turns keeps its code
+    assert "## Relevant code" not in write_summary(read_summary(lean), "t", "x")
+    later = observation(("user", summary), *[("assistant", step), ("user", "[exit code 1]")] * 2)
+    assert (
+        "## Relevant code"
+        in agent.act((*later, {"role": "user", "content": COMPACTION_REQUEST})).text
+    )
+
+
 def test_summary_round_trip_in_reproduction_mode():
     pending = Edit("calc/ops.py", 2, "    return a - b", "    return a * b", "`-` -> `*`", 3)
     state = WorkingState(failing=[], reproduced=True, suspects=[SUSPECT], pending=pending)

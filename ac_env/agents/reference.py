@@ -300,6 +300,10 @@ class ReferenceAgent:
     def act(self, observation: Sequence[Mapping[str, str]]) -> PolicyOutput:
         history = read_history(observation)
         state = replay(history)
+        asked_again = history.summary is not None and len(history.turns) <= 1
+        if history.compaction_requested and asked_again:  # the last summary filled the context
+            state.tight = True
+            state.read.clear()  # the summary leaves the code out: it reads it again
         reproduction = from_issue(history.issue)
         thought, command, next_step = self._decide(state, reproduction)
         if history.compaction_requested:

@@ -36,6 +36,7 @@ _KEPT = "- kept partial fix (the whole suite fails only where it still should): 
 _PENDING = "- unhelpful edit still applied (revert it first): "
 _VERIFIED = "- verified: the whole test suite passes with the fix"
 _NO_CHANGES = "- no changes yet"
+_TIGHT = "- the context is tight: summaries leave out the code (one filled it to the threshold)"
 _CODE = "relevant code"
 _CODE_HEADING = re.compile(r"^### (?P<detail>\S+ \S+ lines (?P<start>\d+)-(?P<end>\d+))$")
 NUMBERED_LINE = re.compile(r"^\s*(\d+)\t(.*)$")
@@ -61,7 +62,9 @@ class WorkingState:
     for each function compared with its other copies (by its ``read`` name), the edits
     their differences suggest. ``sources``: the lines read so far (path -> line number ->
     text) as the files hold them with the ``fix``; the ``pending`` unhelpful edit, which the
-    next command reverts first, is not shown in them.
+    next command reverts first, is not shown in them. ``tight``: a summary that carried code
+    was asked for again at once (the context right after it was already at the forced
+    threshold), so from then on summaries leave the code out and the agent reads it again.
 
     An edit that makes every failing run pass becomes the ``fix``; one that makes some of them
     pass, the rest failing as they did (another bug's failures do not change), becomes the
@@ -82,6 +85,7 @@ class WorkingState:
     pending: Edit | None = None
     verified: bool = False
     reproduced: bool = False
+    tight: bool = False
     last_run: str = ""
 
     @property
@@ -191,6 +195,8 @@ def write_summary(state: WorkingState, task_line: str, next_step: str) -> str:
     for function, edits in state.twins.items():
         data = {"function": function, "differences": [_edit_data(e) for e in edits]}
         known.append(_COMPARED + json.dumps(data))
+    if state.tight:
+        known.append(_TIGHT)
     workspace = [
         _KEPT + _edit_json(k.edit, still_failing=k.still_failing, tried_before=k.tried_before)
         for k in state.kept
@@ -209,7 +215,7 @@ def write_summary(state: WorkingState, task_line: str, next_step: str) -> str:
         task_line,
         "## Known",
         *(known or ["- nothing confirmed yet"]),
-        *_relevant_code(state),
+        *([] if state.tight else _relevant_code(state)),
         "## Ruled out",
         *([_TRIED + key for key in state.tried] or ["- nothing yet"]),
         "## Workspace",
@@ -266,6 +272,8 @@ def read_summary(summary: str) -> WorkingState:
             state.failures = _messages(line[len(_FAILURES) :])
         elif line.startswith(_COMPARED):
             _restore_twins(state, line[len(_COMPARED) :])
+        elif line == _TIGHT:
+            state.tight = True
         elif match := _SUSPECT.match(line):
             suspects.append(
                 Suspect(
