@@ -177,16 +177,23 @@ def test_summary_round_trip_keeps_the_working_state():
     assert again.sources == {} and again.read == set()  # nothing was read
 
 
-def test_summary_carries_the_code_read_and_the_agent_goes_on_without_reading_again():
-    detail = "calc/ops.py add lines 4-6"
-    code = {4: "def add(a, b):", 5: '    """Sum."""', 6: "    return a - b"}
+READ_ADD = "calc/ops.py add lines 4-6"
+ADD_CODE = {4: "def add(a, b):", 5: '    """Sum."""', 6: "    return a - b"}
+
+
+def summary_with_the_code_of_add() -> str:
+    """A summary written after reading ``add``: its lines under ``## Relevant code``."""
     state = WorkingState(
-        failing=FAILING, suspects=[SUSPECT], read={detail}, sources={"calc/ops.py": code}
+        failing=FAILING, suspects=[SUSPECT], read={READ_ADD}, sources={"calc/ops.py": ADD_CODE}
     )
-    summary = write_summary(state, "add is wrong", "try the next candidate edit")
+    return write_summary(state, "add is wrong", "try the next candidate edit")
+
+
+def test_summary_carries_the_code_read_and_the_agent_goes_on_without_reading_again():
+    summary = summary_with_the_code_of_add()
     assert "## Relevant code" in summary and "     6\t    return a - b" in summary
     again = read_summary(summary)
-    assert again.read == {detail} and again.sources == {"calc/ops.py": code}
+    assert again.read == {READ_ADD} and again.sources == {"calc/ops.py": ADD_CODE}
     text = ReferenceAgent().act(observation(("user", summary))).text
     assert step_kind(text) == "try"  # without the code it would read add again
 
@@ -194,12 +201,7 @@ def test_summary_carries_the_code_read_and_the_agent_goes_on_without_reading_aga
 def test_a_summary_asked_for_again_at_once_leaves_the_code_out_from_then_on():
     """The context right after a summary with code was at the forced threshold: summaries
     that followed would each be asked for again (a loop), so the agent drops the code."""
-    detail = "calc/ops.py add lines 4-6"
-    code = {4: "def add(a, b):", 5: '    """Sum."""', 6: "    return a - b"}
-    state = WorkingState(
-        failing=FAILING, suspects=[SUSPECT], read={detail}, sources={"calc/ops.py": code}
-    )
-    summary = write_summary(state, "add is wrong", "try the next candidate edit")
+    summary = summary_with_the_code_of_add()
     agent = ReferenceAgent()
     step = agent.act(observation(("user", summary))).text
     asked_again = observation(
@@ -381,11 +383,17 @@ def test_continues_from_its_own_summary_after_forced_compaction(tiny_task_file):
     assert "test" not in commands_after_compactions(trajectory)
 
 
-def test_compacts_on_its_own_once_the_bug_is_located(tiny_task_file):
+def compacting_on_its_own(tiny_task_file, compact_when: str):
+    """The tiny task with no forced compaction: every compaction is the agent's own."""
     env = make_env(tiny_task_file, forced_compaction_threshold=None)
-    agent = ReferenceAgent(compact_when="after_locate")
+    agent = ReferenceAgent(compact_when=compact_when)
     reward, _, trajectory = run_episode(env, agent, options={"task_id": "tiny-calc-1"})
     env.close()
+    return reward, trajectory
+
+
+def test_compacts_on_its_own_once_the_bug_is_located(tiny_task_file):
+    reward, trajectory = compacting_on_its_own(tiny_task_file, "after_locate")
     events = trajectory.compactions()
     assert [(e.trigger, e.summarizer) for e in events] == [("proactive", "policy")]
     assert "suspect: calc/ops.py:6 in add [4-6]" in events[0].summary
@@ -395,10 +403,7 @@ def test_compacts_on_its_own_once_the_bug_is_located(tiny_task_file):
 
 def test_rubric_compacts_a_small_context_at_a_phase_end(tiny_task_file):
     """A whole context under twice ``RUBRIC_MIN_STALE_TOKENS``: half of it stale is enough."""
-    env = make_env(tiny_task_file, forced_compaction_threshold=None)
-    agent = ReferenceAgent(compact_when="rubric")
-    reward, _, trajectory = run_episode(env, agent, options={"task_id": "tiny-calc-1"})
-    env.close()
+    reward, trajectory = compacting_on_its_own(tiny_task_file, "rubric")
     events = trajectory.compactions()
     assert events and events[0].trigger == "proactive"
     assert max(c.context_tokens for c in trajectory.model_calls()) < 2 * RUBRIC_MIN_STALE_TOKENS

@@ -62,8 +62,8 @@ class WorkingState:
     for each function compared with its other copies (by its ``read`` name), the edits
     their differences suggest. ``sources``: the lines read so far (path -> line number ->
     text) as the files hold them with the ``fix``; the ``pending`` unhelpful edit, which the
-    next command reverts first, is not shown in them. ``tight``: a summary that carried code
-    was asked for again at once (the context right after it was already at the forced
+    next command reverts first, is not shown in them. ``tight``: a summary was asked for
+    again at once (the context right after the last one was already at the forced
     threshold), so from then on summaries leave the code out and the agent reads it again.
 
     An edit that makes every failing run pass becomes the ``fix``; one that makes some of them
