@@ -399,11 +399,12 @@ class AsyncGRPOTrainer(GRPOTrainer):
                 "demonstration: start states are not supported by the asynchronous trainer; "
                 "run it synchronously"
             )
-        if config.skip_uniform_for:
-            raise ValueError(
-                "skip_uniform_for: the asynchronous trainer's workers draw tasks ahead of the "
-                "groups that would settle them; run it synchronously"
-            )
+        for name in ("skip_uniform_for", "favour_mixed"):
+            if getattr(config, name):
+                raise ValueError(
+                    f"{name}: the asynchronous trainer's workers draw tasks ahead of the "
+                    "groups that would settle them; run it synchronously"
+                )
         if config.batch_groups:
             raise ValueError(
                 "batch_groups: the asynchronous trainer's workers sample apart, each with its "

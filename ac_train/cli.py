@@ -224,6 +224,7 @@ GRPO_FIELDS = (
     "steps",
     "tasks_per_step",
     "skip_uniform_for",
+    "favour_mixed",
     "rollouts_per_task",
     "rollout_max_steps",
     "rollout_max_tokens",

@@ -89,7 +89,7 @@ from ac_train.grpo_metrics import (
 from ac_train.models import TransformersPolicy, load_model, smollm2_gguf_path
 from ac_train.segments import Segment, segment_trajectory
 from ac_train.served_sampler import ServedSampler
-from ac_train.start_probe import PROBE_FILE, ProbeResult, pass_rates, read_probe, write_probe
+from ac_train.start_probe import PROBE_FILE, ProbeResult, read_probe, write_probe
 from ac_train.start_states import (
     StartState,
     demonstration_starts,
@@ -256,14 +256,16 @@ class GRPOTrainer:
         if main:
             keep_metrics_before(config.output_dir / METRICS_FILE, self.start_step)
         self.accelerator.wait_for_everyone()
-        if config.demonstration is not None and config.demonstration.probe_samples:
-            self.draw = TaskDraw(
-                self.task_ids,
-                config.seed,
-                config.skip_uniform_for,
-                pass_rates=pass_rates(self.probe_starts(config.demonstration.probe_samples)),
-                group_size=config.rollouts_per_task,
-            )
+        probe = config.demonstration.probe_samples if config.demonstration else 0
+        self.draw = TaskDraw(  # afresh: a second train() must not count earlier groups twice
+            self.task_ids,
+            config.seed,
+            config.skip_uniform_for,
+            favour_mixed=config.favour_mixed or bool(probe),
+            group_size=config.rollouts_per_task,
+        )
+        if probe:
+            self.draw.seen = {r.start_id: list(r.rewards) for r in self.probe_starts(probe)}
         for done in read_metrics(config.output_dir):  # what the draws know of earlier steps
             if done.step < self.start_step:
                 self.draw.record(done.step, done.groups)

@@ -153,6 +153,12 @@ class GRPOConfig(BaseModel):
         description="steps in which a task (or start state) whose latest group's rewards were "
         "all equal (no gradient) is not drawn; 0: uniform draws (ac_train.task_draw)",
     )
+    favour_mixed: bool = Field(
+        default=False,
+        description="draw the eligible tasks likeliest to give a mixed group, by a posterior "
+        "of each one's pass rate given its groups so far (and the probe's rollouts, which "
+        "imply it); False: uniform draws (ac_train.task_draw)",
+    )
     seed: int = 0
     progress: bool = True
     report_to: list[Literal["tensorboard"]] = Field(

@@ -12,17 +12,19 @@ state (``DemonstrationStarts.probe_samples``) and gives each start a posterior o
   mean "probably never" rather than the uniform prior's "could be anything";
 * each start's posterior is that prior updated with its own passes and failures.
 
-The draw (``ac_train.task_draw``) then takes the eligible starts whose posterior chance of a
-mixed group is highest; its ``skip_uniform_for`` rotates a favourite out when its group comes
-out uniform, so the next-likeliest starts get their turn. A probe of one
-sample cannot tell a settled start from an unsure one (the prior's spread is not identified),
-so the probe takes at least 2.
+The draw (``ac_train.task_draw``, ``GRPOConfig.favour_mixed``) then takes the eligible starts
+whose posterior chance of a mixed group is highest, the posterior updated with every group's
+rewards as training goes (the probe is only its first evidence; without one, the first draws
+are uniform and each start's own groups are its evidence); its ``skip_uniform_for`` rotates a
+favourite out when its group comes out uniform, so the next-likeliest starts get their turn. A
+probe of one sample cannot tell a settled start from an unsure one (the prior's spread is not
+identified), so the probe takes at least 2.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,10 +41,6 @@ class ProbeResult(BaseModel):
     start_id: str = Field(description="the start state (``<task>@-<steps left>``)")
     rewards: list[float] = Field(description="the probe rollouts' rewards (infra errors left out)")
     wall_s: float = Field(ge=0, description="the wall time of this start's rollouts")
-
-    @property
-    def passes(self) -> int:
-        return sum(reward == 1 for reward in self.rewards)
 
 
 @dataclass(frozen=True)
@@ -64,12 +62,13 @@ def _beta_moment(a: float, b: float, k: int) -> float:
     return math.prod((a + i) / (a + b + i) for i in range(k))
 
 
-def fit_prior(results: Sequence[ProbeResult]) -> PassRate:
-    """The Beta prior under which the pool's probe outcomes are likeliest (beta-binomial
-    maximum likelihood over a log-spaced grid of both parameters, 0.02 to 50)."""
-    counts = [(result.passes, len(result.rewards)) for result in results if result.rewards]
+def fit_prior(reward_lists: Iterable[Sequence[float]]) -> PassRate:
+    """The Beta prior under which the pool's outcomes (one reward list a start state) are
+    likeliest (beta-binomial maximum likelihood over a log-spaced grid of both parameters,
+    0.02 to 50)."""
+    counts = [(_passes(rewards), len(rewards)) for rewards in reward_lists if rewards]
     if not counts:
-        raise ValueError("fit_prior: no start state has a probe reward")
+        raise ValueError("fit_prior: no start state has a reward")
     grid = [0.02 * 2500 ** (i / 59) for i in range(60)]
     best, best_likelihood = PassRate(1.0, 1.0), -math.inf
     for a in grid:
@@ -80,19 +79,25 @@ def fit_prior(results: Sequence[ProbeResult]) -> PassRate:
     return best
 
 
+def _passes(rewards: Sequence[float]) -> int:
+    return sum(reward == 1 for reward in rewards)
+
+
 def _log_beta(a: float, b: float) -> float:
     return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
 
 
-def pass_rates(results: Sequence[ProbeResult]) -> dict[str, PassRate]:
-    """Each probed start's posterior under the prior fitted to all of them."""
-    prior = fit_prior(results)
-    return {
-        result.start_id: PassRate(
-            prior.a + result.passes, prior.b + len(result.rewards) - result.passes
-        )
-        for result in results
-    }
+def pass_rates(seen: Mapping[str, Sequence[float]], task_ids: Iterable[str]) -> dict[str, PassRate]:
+    """Each of ``task_ids``' posterior given the rewards ``seen`` of it (none: the prior), under
+    the prior fitted to everything seen (Beta(1, 1) while nothing is)."""
+    observed = [rewards for rewards in seen.values() if rewards]
+    prior = fit_prior(observed) if observed else PassRate(1.0, 1.0)
+    posteriors = {}
+    for task_id in task_ids:
+        rewards = seen.get(task_id, [])
+        passes = _passes(rewards)
+        posteriors[task_id] = PassRate(prior.a + passes, prior.b + len(rewards) - passes)
+    return posteriors
 
 
 def read_probe(path: Path) -> list[ProbeResult]:

@@ -10,13 +10,16 @@ sampling the ones known to be settled). A skipped task comes back after ``k`` st
 the policy that settled it keeps changing; when fewer tasks are eligible than a step needs,
 the ones skipped longest ago fill in. ``k = 0`` draws uniformly, exactly as without it.
 
-With ``pass_rates`` (a probe of the starting policy, ``ac_train.start_probe``) the eligible
-tasks are not drawn uniformly: the ``count`` with the highest posterior chance of a mixed group
-of ``group_size`` are drawn, ties in random order. Skipping is what rotates them: a probed
-favourite whose group came out uniform steps aside for ``k`` steps and the next-likeliest
-start takes its place. (Thompson sampling, drawing a pass rate from each posterior and taking
-the best, was tried first: on a pool of 16 settled starts and 2 mixed ones the luckiest of the
-16 beat both mixed starts in nearly half the steps, 52% mixed draws against 100% here.)
+With ``favour_mixed`` the eligible tasks are not drawn uniformly: the ``count`` with the
+highest posterior chance of a mixed group of ``group_size`` are drawn, ties in random order.
+Each task's pass-rate posterior (``ac_train.start_probe.pass_rates``) is fitted to the rewards
+``seen`` of it: a probe of the starting policy, if one ran, then every group's. So a task whose
+group was mixed is drawn again while it stays mixed, and a task never tried takes the pool's
+prior; skipping is what rotates them: a favourite whose group came out uniform steps aside for
+``k`` steps and the next-likeliest task takes its place. (Thompson sampling, drawing a pass
+rate from each posterior and taking the best, was tried first: on a pool of 16 settled starts
+and 2 mixed ones the luckiest of the 16 beat both mixed starts in nearly half the steps, 52%
+mixed draws against 100% here.)
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ac_train.start_probe import PassRate
+from ac_train.start_probe import pass_rates
 
 
 class GroupOutcome(BaseModel):
@@ -61,18 +64,14 @@ class TaskDraw:
     task_ids: list[str]
     seed: int
     skip_uniform_for: int = 0
-    pass_rates: dict[str, PassRate] | None = None
-    """task id -> its probed pass rate; None: eligible tasks are drawn uniformly"""
+    favour_mixed: bool = False
+    """draw the eligible tasks likeliest to give a mixed group (False: uniformly)"""
     group_size: int = 2
-    """the rollouts of a group (what ``pass_rates`` draws are scored for)"""
+    """the rollouts of a group (what ``favour_mixed`` draws are scored for)"""
+    seen: dict[str, list[float]] = field(default_factory=dict)
+    """task id -> the rewards of its rollouts so far (a probe's, then every group's)"""
     uniform_at: dict[str, int] = field(default_factory=dict)
     """task id -> the step of its latest group, for tasks whose latest group was uniform"""
-
-    def __post_init__(self) -> None:
-        if self.pass_rates is not None:
-            missing = [task_id for task_id in self.task_ids if task_id not in self.pass_rates]
-            if missing:
-                raise ValueError(f"pass_rates: no probe of {missing}")
 
     def draw(self, step: int, count: int) -> list[str]:
         rng = random.Random(f"{self.seed}:{step}")
@@ -86,14 +85,16 @@ class TaskDraw:
         return eligible + oldest_first[: count - len(eligible)]
 
     def _sample(self, rng: random.Random, task_ids: list[str], count: int) -> list[str]:
-        if self.pass_rates is None:
+        if not self.favour_mixed:
             return rng.sample(task_ids, count)
-        rates, shuffled = self.pass_rates, rng.sample(task_ids, len(task_ids))
+        rates, shuffled = pass_rates(self.seen, task_ids), rng.sample(task_ids, len(task_ids))
         chance = {t: rates[t].informative_chance(self.group_size) for t in task_ids}
         return sorted(shuffled, key=chance.__getitem__, reverse=True)[:count]
 
     def record(self, step: int, groups: Iterable[GroupOutcome]) -> None:
         for group in groups:
+            rewards = [reward for reward in group.rewards if reward is not None]
+            self.seen.setdefault(group.task_id, []).extend(rewards)
             if group.uniform:
                 self.uniform_at[group.task_id] = step
             elif group.informative:

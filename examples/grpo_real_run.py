@@ -18,10 +18,14 @@ SmolLM2-135M solves no built-in task from its start, so GRPO from the start has 
    submit) start with the fix in the workspace: rewarded unless the policy undoes it. The
    warm start alone almost never writes the fix (1 of 8 held-out start states, none of the
    train ones), so depth 2 is the rung whose groups give GRPO a signal;
-4. ``grpo``: segment-aware GRPO from the train tasks' start states (same depths), reward 1
-   when the final workspace passes the task's tests, until ``--steps`` steps had an
-   informative group (rewards not all equal: a step without one has no gradient) or
-   ``--max-steps`` in all. Each group is sampled in one batched decode;
+4. ``grpo``: segment-aware GRPO from the train tasks' start states (``--train-steps-left``,
+   default depth 2 only: the warm start fixes almost no depth-3 start, so a depth-3 group is
+   all 0 and paid for nothing), reward 1 when the final workspace passes the task's tests,
+   until ``--steps`` steps had an informative group (rewards not all equal: a step without
+   one has no gradient) or ``--max-steps`` in all. Each group is sampled in one batched
+   decode. Each step draws the start likeliest to give a mixed group given the groups so far
+   (``GRPOConfig.favour_mixed``): a start whose group was mixed is drawn again until one of
+   its groups comes out uniform, which sets it aside for ``--skip-uniform-for`` steps;
 5. ``after``: the held-out success again, with the last GRPO checkpoint.
 
 Held-out success is the mean over start states (each averaged over its samples) with a 95%
@@ -88,27 +92,40 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=Path("runs/grpo-real-run"))
     parser.add_argument("--model", default="smollm2", help="'smollm2', an HF name or a dir")
     parser.add_argument("--train-tasks", type=int, default=20)
-    parser.add_argument("--eval-tasks", type=int, default=8)
+    parser.add_argument("--eval-tasks", type=int, default=4)
     parser.add_argument("--samples", type=int, default=2, help="held-out rollouts per start")
     parser.add_argument(
         "--steps-left",
         type=int,
         nargs="+",
         default=[2, 3],
-        help="start depths: before the demonstrator's n-th call from the end (3: its edit)",
+        help="held-out start depths: before the demonstrator's n-th call from the end (3: its "
+        "edit); the warm start learns through the deepest",
+    )
+    parser.add_argument(
+        "--train-steps-left",
+        type=int,
+        nargs="+",
+        default=[2],
+        help="GRPO start depths (the warm start fixes almost no depth-3 start: 0 of 14 probed)",
     )
     parser.add_argument("--max-policy-steps", type=int, default=1, help="env steps per start")
     parser.add_argument(
         "--steps", type=int, default=12, help="GRPO optimizer steps with an informative group"
     )
-    parser.add_argument("--max-steps", type=int, default=24, help="GRPO steps in all, at most")
+    parser.add_argument("--max-steps", type=int, default=30, help="GRPO steps in all, at most")
     parser.add_argument("--tasks-per-step", type=int, default=1)
     parser.add_argument(
         "--probe-samples",
         type=int,
-        default=2,
-        help="rollouts of the warm start from each train start state before GRPO, to draw the "
-        "starts likeliest to give a mixed group (0: uniform draws)",
+        default=0,
+        help="rollouts of the warm start from each train start state before GRPO, the draws' "
+        "first evidence of which starts give a mixed group (0: the groups are the evidence)",
+    )
+    parser.add_argument(
+        "--uniform-draws",
+        action="store_true",
+        help="draw start states uniformly, not the likeliest to give a mixed group",
     )
     parser.add_argument(
         "--skip-uniform-for",
@@ -310,6 +327,7 @@ def main() -> None:
         steps=args.steps,
         tasks_per_step=args.tasks_per_step,
         skip_uniform_for=args.skip_uniform_for,
+        favour_mixed=not args.uniform_draws,
         rollouts_per_task=args.group_size,
         rollout_max_steps=MAX_ENV_STEPS,
         rollout_max_tokens=CONTEXT_WINDOW,
@@ -321,7 +339,7 @@ def main() -> None:
         micro_batch_size=args.group_size,  # a group's start state runs once (share_prefix)
         save_every=4,  # a checkpoint is 1.6 GB (weights and optimizer)
         demonstration=DemonstrationStarts(
-            steps_left=args.steps_left,
+            steps_left=args.train_steps_left,
             max_policy_steps=args.max_policy_steps,
             probe_samples=args.probe_samples,
         ),

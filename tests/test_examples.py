@@ -104,7 +104,7 @@ def test_grpo_real_run_quick_runs_every_stage(tmp_path: Path) -> None:
     save_tiny_model(tmp_path / "tiny")
     out = run_example(
         "grpo_real_run.py", "--quick", "--model", str(tmp_path / "tiny"), "--out", "run",
-        "--steps-left", "1", "2", "3",
+        "--steps-left", "1", "2", "3", "--train-steps-left", "1", "2", "3", "--probe-samples", "2",
         cwd=tmp_path, timeout=400,
     )  # fmt: skip
     assert "held-out success" in out and "  all: before: " in out
@@ -130,7 +130,7 @@ def test_grpo_real_run_quick_runs_every_stage(tmp_path: Path) -> None:
     (tmp_path / "run" / "results.json").write_text(json.dumps(results))
     run_example(
         "grpo_real_run.py", "--quick", "--model", str(tmp_path / "tiny"), "--out", "run",
-        "--steps-left", "1", "2", "3",
+        "--steps-left", "1", "2", "3", "--train-steps-left", "1", "2", "3", "--probe-samples", "2",
         cwd=tmp_path, timeout=400,
     )  # fmt: skip
     resumed = json.loads((tmp_path / "run" / "results.json").read_text())

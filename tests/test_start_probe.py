@@ -30,6 +30,10 @@ def probed(start_id: str, passes: int, samples: int = 2) -> ProbeResult:
     return ProbeResult(start_id=start_id, rewards=rewards, wall_s=1.0)
 
 
+def seen(pool: list[ProbeResult]) -> dict[str, list[float]]:
+    return {result.start_id: result.rewards for result in pool}
+
+
 def polarized_pool() -> list[ProbeResult]:
     """Most starts settled (always or never solved), two mixed: a warm start's curriculum."""
     settled = [probed(f"never-{i}", 0) for i in range(10)] + [
@@ -51,19 +55,20 @@ def test_the_informative_chance_is_the_exact_posterior_mean():
 
 
 def test_a_polarized_pool_fits_a_u_shaped_prior_and_a_binomial_one_a_peaked_prior():
-    polar = fit_prior(polarized_pool())
+    polar = fit_prior(seen(polarized_pool()).values())
     assert polar.a + polar.b < 1  # mass near 0 and 1: "0 of 2" means "probably never"
     # every start passing half the time: 0, 1, 2 passes of 2 in binomial proportions 1:2:1
     even = [probed(f"s{i}", passes) for i, passes in enumerate([0, 1, 1, 2] * 10)]
-    peaked = fit_prior(even)
+    peaked = fit_prior(seen(even).values())
     assert peaked.a + peaked.b > 10
     assert peaked.a / (peaked.a + peaked.b) == pytest.approx(0.5, abs=0.05)
-    with pytest.raises(ValueError, match="no start state has a probe reward"):
-        fit_prior([ProbeResult(start_id="s", rewards=[], wall_s=0.0)])
+    with pytest.raises(ValueError, match="no start state has a reward"):
+        fit_prior([[]])
 
 
 def test_a_mixed_probe_ranks_far_above_a_settled_one_in_a_polarized_pool():
-    rates = pass_rates(polarized_pool())
+    pool = polarized_pool()
+    rates = pass_rates(seen(pool), seen(pool))
     mixed = rates["mixed-0"].informative_chance(6)
     assert mixed > 0.6
     assert rates["never-0"].informative_chance(6) < mixed / 3
@@ -73,12 +78,14 @@ def test_a_mixed_probe_ranks_far_above_a_settled_one_in_a_polarized_pool():
 def test_probe_draws_take_the_mixed_starts_and_skipping_rotates_in_the_next_likeliest():
     pool = polarized_pool()
     ids = [result.start_id for result in pool]
-    rates = pass_rates(pool)
-    draw = TaskDraw(ids, seed=0, pass_rates=rates, group_size=6)
+    rates = pass_rates(seen(pool), ids)
+    draw = TaskDraw(ids, seed=0, favour_mixed=True, group_size=6, seen=seen(pool))
     drawn = Counter(task for step in range(200) for task in draw.draw(step, 1))
     assert set(drawn) == {"mixed-0", "mixed-1"}  # uniform draws: 2 of 18
     assert min(drawn.values()) > 60  # ties go either way
-    skipping = TaskDraw(ids, seed=0, skip_uniform_for=5, pass_rates=rates, group_size=6)
+    skipping = TaskDraw(
+        ids, seed=0, skip_uniform_for=5, favour_mixed=True, group_size=6, seen=seen(pool)
+    )
     skipping.record(0, [GroupOutcome(task_id=t, rewards=[1.0] * 6) for t in ("mixed-0", "mixed-1")])
     # the "always" starts are likelier to turn mixed than the "never" ones (6 of 16 passed)
     assert rates["always-0"].informative_chance(6) > rates["never-0"].informative_chance(6)
@@ -86,8 +93,25 @@ def test_probe_draws_take_the_mixed_starts_and_skipping_rotates_in_the_next_like
     assert {task.split("-")[0] for task in rotated} == {"always"}
     assert len(rotated) > 2  # ties among them in random order
     assert set(skipping.draw(6, 2)) == {"mixed-0", "mixed-1"}  # back after 5 steps
-    with pytest.raises(ValueError, match="no probe of"):
-        TaskDraw([*ids, "unprobed"], seed=0, pass_rates=rates)
+
+
+def test_without_a_probe_the_groups_are_the_evidence_a_mixed_start_is_drawn_again():
+    ids = [f"start-{i}" for i in range(12)]
+    draw = TaskDraw(ids, seed=0, skip_uniform_for=4, favour_mixed=True, group_size=6)
+    first = draw.draw(0, 1)  # nothing seen: every start has the prior, drawn in random order
+    assert first == random.Random("0:0").sample(ids, len(ids))[:1]
+    draw.record(0, [GroupOutcome(task_id=first[0], rewards=[1.0] * 6)])  # settled: skipped
+    second = draw.draw(1, 1)
+    assert second != first
+    draw.record(1, [GroupOutcome(task_id=second[0], rewards=[1.0, 0.0, 1.0, 1.0, None, 0.0])])
+    assert draw.seen[second[0]] == [1.0, 0.0, 1.0, 1.0, 0.0]  # an infra error is no outcome
+    # the mixed start ranks above the untried ones, until a uniform group rotates it out
+    assert [draw.draw(step, 1) for step in (2, 3, 4)] == [second] * 3
+    draw.record(4, [GroupOutcome(task_id=second[0], rewards=[1.0] * 6)])
+    assert draw.draw(5, 1) not in (first, second)
+    uniform = TaskDraw(ids, seed=0)  # favour_mixed off: what was seen does not change a draw
+    uniform.record(0, [GroupOutcome(task_id="start-3", rewards=[1.0, 0.0])])
+    assert uniform.draw(1, 3) == random.Random("0:1").sample(ids, 3)
 
 
 def test_probe_files_round_trip_and_a_corrupt_line_is_named(tmp_path):
