@@ -83,7 +83,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     "cpu": {},
     # one GPU (scripts/grpo_gpu.sh): a group costs one batched decode whatever its size, and
     # 8 workers grade 8 rollouts at once
-    "gpu": {"device": "cuda", "group_size": 8, "samples": 4, "workers": 8, "threads": 8},
+    "gpu": {
+        "device": "cuda",
+        "group_size": 8,
+        "micro_batch_size": 8,
+        "samples": 4,
+        "workers": 8,
+        "threads": 8,
+    },
 }
 
 
@@ -134,6 +141,13 @@ def parse_args() -> argparse.Namespace:
         help="GRPO steps in which a start state whose group was all-equal is not drawn",
     )
     parser.add_argument("--group-size", type=int, default=6)
+    parser.add_argument(
+        "--micro-batch-size",
+        type=int,
+        default=3,
+        help="rollouts per learner pass; its start state runs once a pass. A group of 6 in one "
+        "pass needed over 24 GB when its outputs ran to 640 tokens",
+    )
     parser.add_argument("--max-new-tokens", type=int, default=640, help="edits: 310-500")
     parser.add_argument("--temperature", type=float, default=0.7, help="1.0: off the rails")
     parser.add_argument("--learning-rate", type=float, default=2e-5, help="GRPO")
@@ -336,7 +350,7 @@ def main() -> None:
         learning_rate=args.learning_rate,
         rollout_workers=args.workers,
         batch_groups=True,
-        micro_batch_size=args.group_size,  # a group's start state runs once (share_prefix)
+        micro_batch_size=args.micro_batch_size,  # the start state runs once a pass
         save_every=4,  # a checkpoint is 1.6 GB (weights and optimizer)
         demonstration=DemonstrationStarts(
             steps_left=args.train_steps_left,
