@@ -96,6 +96,14 @@ def _from_command(command: str) -> Bash | CompactCall | Submit | FormatError:
     return Bash(command=command)
 
 
+def ends_an_action(text: str) -> bool:
+    """Whether a response in the terminal format is complete once it reads ``text``: it holds a
+    closed bash block and is not a summary. Nothing that could follow would change its action:
+    more text is ignored, or makes a second block or a misplaced summary (a format error).
+    A sampler may stop a response here (``SamplingConfig.stop_after_action``)."""
+    return not text.strip().startswith(SUMMARY_HEADER) and _BASH_BLOCK.search(text) is not None
+
+
 class TerminalParser:
     """The terminal REPL format described in the module docstring."""
 

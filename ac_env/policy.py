@@ -44,6 +44,12 @@ class SamplingConfig(BaseModel):
     temperature: float = Field(default=0.7, ge=0, description="0: greedy")
     top_p: float = Field(default=1.0, gt=0, le=1, description="nucleus mass when sampling")
     max_new_tokens: int = Field(default=256, gt=0, description="output tokens per model call")
+    stop_after_action: bool = Field(
+        default=False,
+        description="end a response at the close of its first bash block unless it is a "
+        "summary (``ac_env.actions.ends_an_action``): what would follow could not change the "
+        "action. Terminal format, in-process sampling only",
+    )
 
 
 class Policy(Protocol):

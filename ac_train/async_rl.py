@@ -157,6 +157,7 @@ class GroupRunner:
                 self.tokenizer,
                 max_new_tokens=self.config.max_new_tokens,
                 temperature=self.config.temperature,
+                stop_after_action=self.config.stop_after_action,
                 seed=seed,
                 policy_version=self.version,
             ),

@@ -133,6 +133,7 @@ def learner_step(
         model,
         sequences,
         micro_batch_size=config.micro_batch_size,
+        micro_batch_tokens=config.micro_batch_tokens,
         clip=config.clip,
         temperature=config.temperature,
         pad_token_id=pad_token_id,
@@ -231,7 +232,9 @@ class GRPOTrainer:
         self.draw = TaskDraw(self.task_ids, config.seed, config.skip_uniform_for)
         self.start_step = 0
         self.sampling = SamplingConfig(
-            temperature=config.temperature, max_new_tokens=config.max_new_tokens
+            temperature=config.temperature,
+            max_new_tokens=config.max_new_tokens,
+            stop_after_action=config.stop_after_action,
         )
         self.served_sampler: ServedSampler | None = None
         if config.sampler is not None and config.sampler_weights is not None:
@@ -368,6 +371,13 @@ class GRPOTrainer:
                 for s in segments
                 for span in s.outputs
                 if span.produced_by == "policy"
+            ],
+            completion_tokens=[
+                len(call.output_token_ids)
+                for group in scored
+                for rollout in group
+                for call in rollout.policy_part.model_calls()
+                if call.produced_by == "policy" and call.output_token_ids is not None
             ],
             versions=[group.policy_version for group in groups],
             task_ids=[group.task_id for group in groups],

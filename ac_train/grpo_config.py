@@ -78,6 +78,12 @@ class GRPOConfig(BaseModel):
     )
     max_new_tokens: int = Field(default=1024, ge=1, description="per model call")
     temperature: float = Field(default=1.0, gt=0, description="sampling and learner temperature")
+    stop_after_action: bool = Field(
+        default=False,
+        description="end a response at the close of its first bash block unless it is a "
+        "summary (SamplingConfig.stop_after_action): nothing after it could change the action, "
+        "and a group decodes as long as its longest row. In-process sampling, terminal format",
+    )
     rollout_workers: int = Field(default=1, ge=1, description="episodes run at once")
     batch_groups: bool = Field(
         default=False,
@@ -132,6 +138,13 @@ class GRPOConfig(BaseModel):
     )
     advantage_eps: float = Field(default=1e-6, gt=0)
     micro_batch_size: int = Field(default=4, ge=1, description="segments per forward pass")
+    micro_batch_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="also end a micro-batch before its padded tokens after the context its "
+        "segments share pass this (the learner's memory grows with them: verl's dynamic "
+        "batch size); None: micro_batch_size alone",
+    )
     share_prefix: bool = Field(
         default=True,
         description="run the context a micro-batch's segments share once (a group's segments "
@@ -172,6 +185,17 @@ class GRPOConfig(BaseModel):
             raise ValueError("sampler and sampler_weights go together (or neither)")
         if self.sampler is not None:
             parse_sampler(self.sampler)
+        return self
+
+    @model_validator(mode="after")
+    def _stop_after_action_in_process(self) -> GRPOConfig:
+        if self.stop_after_action and self.sampler is not None:
+            raise ValueError("stop_after_action: in-process sampling only; unset sampler")
+        if self.stop_after_action and self.env.get("action_parser", "terminal") != "terminal":
+            raise ValueError(
+                "stop_after_action: the end of a terminal-format action; env.action_parser is "
+                f"{self.env['action_parser']!r}"
+            )
         return self
 
     @model_validator(mode="after")

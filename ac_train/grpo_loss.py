@@ -204,6 +204,36 @@ def shared_prefix(sequences: Sequence[PolicySequence]) -> int:
     return max(length, 0)
 
 
+def micro_batches(
+    sequences: Sequence[PolicySequence],
+    size: int,
+    tokens: int | None = None,
+    share_prefix: bool = True,
+) -> list[list[PolicySequence]]:
+    """``sequences`` in order, cut into micro-batches of at most ``size``; with ``tokens``, a
+    micro-batch also ends before a sequence that would take its padded tokens after the shared
+    context (rows times the longest row's tokens past ``shared_prefix``; all of each row
+    without ``share_prefix``) past ``tokens``, since the learner's memory grows with them (a
+    sequence alone over the budget is a micro-batch of its own; verl's dynamic batch size)."""
+
+    def padded(chunk: list[PolicySequence]) -> int:
+        prefix = shared_prefix(chunk) if share_prefix else 0
+        return len(chunk) * (max(len(s.input_ids) for s in chunk) - prefix)
+
+    chunks: list[list[PolicySequence]] = []
+    for sequence in sequences:
+        last = chunks[-1] if chunks else None
+        if (
+            last is not None
+            and len(last) < size
+            and (tokens is None or padded([*last, sequence]) <= tokens)
+        ):
+            last.append(sequence)
+        else:
+            chunks.append([sequence])
+    return chunks
+
+
 def token_logprobs(
     model: PreTrainedModel | torch.nn.Module,
     batch: MicroBatch,
@@ -310,6 +340,7 @@ def accumulate_gradients(
     sequences: Sequence[PolicySequence],
     *,
     micro_batch_size: int,
+    micro_batch_tokens: int | None = None,
     clip: ClipRange,
     temperature: float = 1.0,
     pad_token_id: int = 0,
@@ -323,7 +354,9 @@ def accumulate_gradients(
     micro-batch at a time; the caller steps the optimizer. Nothing to train: no gradient.
     ``mean_over`` is this process's share of ``N`` (``step_batch``); ``None``: the trained
     tokens of ``sequences`` (the ``"informative"`` convention). With ``share_prefix`` the
-    context a micro-batch's sequences share (``shared_prefix``) runs once for all of them.
+    context a micro-batch's sequences share (``shared_prefix``) runs once for all of them;
+    ``micro_batch_tokens`` bounds a micro-batch's padded tokens after that context
+    (``micro_batches``).
     ``behaviour`` and ``importance_cap``: what the ratio is taken against (module docstring).
 
     With an ``accelerator`` (``model`` prepared by it), ``sequences`` are this process's share
@@ -352,10 +385,9 @@ def accumulate_gradients(
     if not with_gradient:
         return LearnerStats(0.0, 0, int(tokens), int(count), 0.0, total)
     device = next(model.parameters()).device
-    chunks = [
-        sequences[start : start + micro_batch_size]
-        for start in range(0, len(sequences), micro_batch_size)
-    ] or [[_idle_sequence(pad_token_id)]]
+    chunks = micro_batches(sequences, micro_batch_size, micro_batch_tokens, share_prefix) or [
+        [_idle_sequence(pad_token_id)]
+    ]
     loss, clipped = 0.0, 0
     for index, chunk in enumerate(chunks):
         last = index == len(chunks) - 1

@@ -58,6 +58,14 @@ class StepMetrics(BaseModel):
         "segments mark it (one cut off at max_new_tokens before its closing fence is one); "
         "None in older metrics files",
     )
+    completion_tokens_mean: float = Field(
+        default=0.0,
+        description="tokens the policy sampled per call (its calls with token records); 0 in "
+        "older metrics files",
+    )
+    completion_tokens_max: int = Field(
+        default=0, description="the longest call's: a batched group decodes as long as it"
+    )
     trained_sequences: int
     trained_tokens: int = Field(description="trained tokens with a gradient (informative)")
     mean_over_tokens: int = Field(
@@ -170,6 +178,8 @@ def step_metrics(
         compactions_per_trajectory=_mean(figures.compactions),
         segments_per_trajectory=figures.segments / max(len(rewards), 1),
         format_error_rate=_mean([int(error) for error in figures.format_errors]),
+        completion_tokens_mean=_mean(figures.completion_tokens),
+        completion_tokens_max=max(figures.completion_tokens, default=0),
         trained_sequences=stats.sequences,
         trained_tokens=stats.trained_tokens,
         mean_over_tokens=stats.mean_over,
@@ -191,13 +201,15 @@ def step_metrics(
 class StepFigures:
     """What a step's metrics take from one process's groups: each group's rewards and trained
     rewards, each trajectory's compactions, the segments, whether each policy call was a
-    format error, each group's policy version, and the times."""
+    format error, the tokens each policy call sampled, each group's policy version, and the
+    times."""
 
     reward_groups: list[list[float | None]]
     trained_groups: list[list[float | None]]
     compactions: list[int]
     segments: int
     format_errors: list[bool]
+    completion_tokens: list[int]
     versions: list[int]
     task_ids: list[str]
     rollout_s: float
@@ -217,6 +229,7 @@ class StepFigures:
             compactions=[count for f in every for count in f.compactions],
             segments=sum(f.segments for f in every),
             format_errors=[error for f in every for error in f.format_errors],
+            completion_tokens=[count for f in every for count in f.completion_tokens],
             versions=[version for f in every for version in f.versions],
             task_ids=[task_id for f in every for task_id in f.task_ids],
             rollout_s=max(f.rollout_s for f in every),

@@ -33,6 +33,7 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
+from ac_env.actions import ends_an_action
 from ac_env.agents.errors import ContextLengthError
 from ac_env.policy import Policy, PolicyOutput, SamplingConfig
 from ac_train.decode_cache import shared_prefix_cache, shared_prefix_length
@@ -214,11 +215,14 @@ def _tiny_corpus() -> list[str]:
 
 @dataclass(frozen=True)
 class SamplingSettings:
-    """``temperature == 0`` is greedy decoding; ``top_p`` only applies when sampling."""
+    """``temperature == 0`` is greedy decoding; ``top_p`` only applies when sampling;
+    ``stop_after_action``: a response ends at the close of its first bash block unless it is a
+    summary (``ac_env.actions.ends_an_action``)."""
 
     max_new_tokens: int = 256
     temperature: float = 0.0
     top_p: float = 1.0
+    stop_after_action: bool = False
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -233,7 +237,8 @@ class TransformersPolicy:
     """A ``Policy`` that generates with an HF causal LM on the local machine.
 
     ``output_token_ids`` include the stop token when generation stopped on one (it was sampled
-    and is what a trainer should reinforce); ``text`` is the decoded output without special
+    and is what a trainer should reinforce); with ``stop_after_action`` a response also ends
+    with the token that closed its first bash block; ``text`` is the decoded output without special
     tokens. ``output_logprobs[i]`` is the log-probability of ``output_token_ids[i]`` under
     ``log_softmax(logits / temperature)``, the behaviour policy's distribution before any top-p
     truncation (so it matches a trainer's recomputation at the same temperature; with the
@@ -261,15 +266,17 @@ class TransformersPolicy:
         seed: int | None = None,
         policy_version: int = 0,
         samples_per_prompt: int = 1,
+        stop_after_action: bool = False,
     ):
         if samples_per_prompt < 1:
             raise ValueError(f"samples_per_prompt must be >= 1, got {samples_per_prompt}")
         self.model = model
         self.tokenizer = tokenizer
-        self.sampling = SamplingSettings(max_new_tokens, temperature, top_p)
+        self.sampling = SamplingSettings(max_new_tokens, temperature, top_p, stop_after_action)
         self.policy_version = policy_version
         self.max_positions = int(model.config.max_position_embeddings)
         self.stop_token_ids = _stop_token_ids(model, tokenizer)
+        self._fence_token_ids: frozenset[int] | None = None  # built on first stop_after_action
         self._generator = torch.Generator(device=model.device)
         if seed is None:
             self._generator.seed()
@@ -295,6 +302,7 @@ class TransformersPolicy:
             max_new_tokens=sampling.max_new_tokens,
             temperature=sampling.temperature,
             top_p=sampling.top_p,
+            stop_after_action=sampling.stop_after_action,
             **settings,
         )
 
@@ -388,6 +396,7 @@ class TransformersPolicy:
         the batch); a row leaves the batch (and its cache rows) when it stops or spends its
         budget."""
         device = self.model.device
+        ended = self._action_end_check(sampling)
         batch = shared_prefix_cache(self.model, prompts, max(budgets))
         cache, logits = batch.cache, batch.logits
         mask, positions = batch.attention_mask, batch.next_positions
@@ -400,7 +409,8 @@ class TransformersPolicy:
                 output_ids, output_logprobs = outputs[running[row]]
                 output_ids.append(token)
                 output_logprobs.append(logprob)
-                if token not in self.stop_token_ids and len(output_ids) < budgets[running[row]]:
+                stopped = token in self.stop_token_ids or ended(token, output_ids)
+                if not stopped and len(output_ids) < budgets[running[row]]:
                     going.append(row)
             if not going:
                 return outputs
@@ -418,6 +428,25 @@ class TransformersPolicy:
                 use_cache=True,
             )
             logits, positions = result.logits[:, -1].float(), positions + 1
+
+    def _action_end_check(self, sampling: SamplingSettings) -> Callable[[int, list[int]], bool]:
+        """``(token, output_ids) -> whether the output ended an action with that token``: never
+        without ``stop_after_action``; else only a token holding a backtick can close a bash
+        block, so only then is the output decoded and checked."""
+        if not sampling.stop_after_action:
+            return lambda token, output_ids: False
+        if self._fence_token_ids is None:
+            vocabulary = self.tokenizer.get_vocab()
+            self._fence_token_ids = frozenset(i for t, i in vocabulary.items() if "`" in t)
+        fences = self._fence_token_ids
+
+        def ended(token: int, output_ids: list[int]) -> bool:
+            if token not in fences:
+                return False
+            text = self.tokenizer.decode(output_ids, skip_special_tokens=True)
+            return isinstance(text, str) and ends_an_action(text)
+
+        return ended
 
     def _choose(
         self, logits: torch.Tensor, sampling: SamplingSettings

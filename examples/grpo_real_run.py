@@ -87,6 +87,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "device": "cuda",
         "group_size": 8,
         "micro_batch_size": 8,
+        "micro_batch_tokens": 8 * 640,  # a group of 8 in one pass
         "samples": 4,
         "workers": 8,
         "threads": 8,
@@ -144,12 +145,25 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--micro-batch-size",
         type=int,
-        default=3,
-        help="rollouts per learner pass; its start state runs once a pass. A group of 6 in one "
-        "pass needed over 24 GB when its outputs ran to 640 tokens",
+        default=6,
+        help="rollouts per learner pass at most; their start state runs once a pass",
+    )
+    parser.add_argument(
+        "--micro-batch-tokens",
+        type=int,
+        default=1600,
+        help="a learner pass also ends before its rows' padded output tokens pass this: a pass "
+        "of 6 outputs that ran to 640 tokens needed over 24 GB, one of 3 peaked at 20 GB",
     )
     parser.add_argument("--max-new-tokens", type=int, default=640, help="edits: 310-500")
     parser.add_argument("--temperature", type=float, default=0.7, help="1.0: off the rails")
+    parser.add_argument(
+        "--stop-after-action",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="end a response at the close of its first bash block (a summary runs on): a "
+        "group decodes as long as its longest row",
+    )
     parser.add_argument("--learning-rate", type=float, default=2e-5, help="GRPO")
     parser.add_argument("--bc-learning-rate", type=float, default=1e-4)
     parser.add_argument("--bc-epochs", type=float, default=1.0)
@@ -253,6 +267,7 @@ def held_out_rewards(
         temperature=args.temperature,
         seed=0,
         samples_per_prompt=args.samples,
+        stop_after_action=args.stop_after_action,
     )
     cost = results["cost"]
     for start in tqdm(todo, desc=stage, unit="start"):
@@ -347,10 +362,12 @@ def main() -> None:
         rollout_max_tokens=CONTEXT_WINDOW,
         max_new_tokens=args.max_new_tokens,
         temperature=args.temperature,
+        stop_after_action=args.stop_after_action,
         learning_rate=args.learning_rate,
         rollout_workers=args.workers,
         batch_groups=True,
         micro_batch_size=args.micro_batch_size,  # the start state runs once a pass
+        micro_batch_tokens=args.micro_batch_tokens,
         save_every=4,  # a checkpoint is 1.6 GB (weights and optimizer)
         demonstration=DemonstrationStarts(
             steps_left=args.train_steps_left,

@@ -1,12 +1,14 @@
 import pytest
 
 from ac_env.actions import (
+    SUMMARY_HEADER,
     Bash,
     Compact,
     FormatError,
     JSONToolCallParser,
     Submit,
     TerminalParser,
+    ends_an_action,
     make_parser,
 )
 
@@ -94,3 +96,36 @@ def test_json_parser():
 def test_make_parser_names_valid_choices():
     with pytest.raises(ValueError, match="valid: \\['json', 'terminal'\\]"):
         make_parser("xml")
+
+
+@pytest.mark.parametrize(
+    ("text", "ended"),
+    [
+        ("I will list the files.\n```bash\nls", False),  # the block is still open
+        ("I will list the files.\n```bash\nls\n``", False),
+        ("I will list the files.\n```bash\nls\n```", True),
+        ("```bash\nsubmit\n```\nThen I", True),
+        ("Some `inline` code and ```python\nx = 1\n```", False),  # no bash block
+        (f"{SUMMARY_HEADER}\n## Workspace\n```bash\nls\n```", False),  # a summary runs on
+        (f"\n  {SUMMARY_HEADER}\n```bash\nls\n```", False),
+    ],
+)
+def test_an_action_ends_where_its_first_bash_block_closes_unless_it_is_a_summary(text, ended):
+    assert ends_an_action(text) is ended
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "Look first.\n```bash\nls -la\n```\nThen ```bash\npytest\n```",  # two blocks
+        "```bash\nls\n```\n" + SUMMARY_HEADER,  # a misplaced summary
+        "```bash\ncat a.py\n```\nand some words after it",
+    ],
+)
+def test_text_after_an_ended_action_cannot_change_it_to_another_valid_action(response):
+    """Where ``ends_an_action`` first holds, the parser gives the action it would give the
+    whole response, or the whole response is no valid action: stopping there loses nothing."""
+    cut = next(i for i in range(len(response) + 1) if ends_an_action(response[:i]))
+    at_stop, whole = TerminalParser().parse(response[:cut]), TerminalParser().parse(response)
+    assert not isinstance(at_stop, FormatError)
+    assert whole == at_stop or isinstance(whole, FormatError)

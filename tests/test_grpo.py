@@ -29,6 +29,7 @@ from ac_train.grpo_loss import (
     accumulate_gradients,
     clipped_loss_sum,
     group_advantages,
+    micro_batches,
     policy_sequences,
     shared_prefix,
     step_batch,
@@ -314,6 +315,46 @@ def test_a_group_continuing_one_state_runs_it_once_with_the_same_gradient(tiny):
     assert_same_grads(results[0][1], results[1][1])
 
 
+def test_a_token_budget_cuts_micro_batches_by_their_padded_tokens_after_the_shared_context(
+    tiny,
+):
+    """Rows of one context (40 tokens shared) with outputs of 5, 5, 20, 5 and 30 tokens: a
+    budget of 30 padded tokens past the context packs [5, 5], then 20 alone (3 rows of 21
+    would be 63), [5] (beside 30 it pads to 2 x 31) and 30; the gradient is the same."""
+    model, _ = tiny
+    context = list(range(1, 42))
+    rows = [
+        PolicySequence(
+            ids := context + [100 + n] * n,
+            [t >= len(context) for t in range(len(ids))],
+            [float("nan")] * len(ids),
+            advantage,
+        )
+        for n, advantage in ((5, 1.0), (5, -1.0), (20, 0.5), (5, -0.5), (30, 1.0))
+    ]
+    outputs = [
+        [len(s.input_ids) - len(context) for s in chunk] for chunk in micro_batches(rows, 6, 30)
+    ]
+    assert outputs == [[5, 5], [20], [5], [30]]
+    assert [len(chunk) for chunk in micro_batches(rows, 2)] == [2, 2, 1]
+    whole_rows = micro_batches(rows, 6, 60, share_prefix=False)  # two rows of 46 are 92
+    assert [len(chunk) for chunk in whole_rows] == [1, 1, 1, 1, 1]
+    results = []
+    for tokens in (None, 30):
+        model.zero_grad(set_to_none=True)
+        stats = accumulate_gradients(
+            model,
+            rows,
+            micro_batch_size=6,
+            micro_batch_tokens=tokens,
+            clip=ClipRange(),
+            behaviour="learner",
+        )
+        results.append((stats.loss, grads(model)))
+    assert results[1][0] == pytest.approx(results[0][0], rel=1e-5)
+    assert_same_grads(results[0][1], results[1][1])
+
+
 def test_the_shared_prefix_stops_where_the_rows_differ_or_train():
     def row(ids: list[int], first_trained: int) -> PolicySequence:
         trained = [t >= first_trained for t in range(len(ids))]
@@ -465,6 +506,20 @@ def test_grpo_presets_set_what_their_row_of_the_method_table_says(tmp_path, tiny
         GRPOConfig.from_preset("compactionrl", output_dir=tmp_path)
 
 
+def test_stop_after_action_is_refused_where_no_terminal_action_is_sampled_in_process(tmp_path):
+    with pytest.raises(ValueError, match="stop_after_action: the end of a terminal-format"):
+        GRPOConfig(output_dir=tmp_path, stop_after_action=True, env={"action_parser": "json"})
+    with pytest.raises(ValueError, match="stop_after_action: in-process sampling only"):
+        GRPOConfig(
+            output_dir=tmp_path,
+            stop_after_action=True,
+            sampler="openai:smollm2@http://127.0.0.1:8080/v1",
+            sampler_weights=tmp_path / "weights",
+        )
+    sampling = GRPOConfig(output_dir=tmp_path, stop_after_action=True)
+    assert sampling.stop_after_action and sampling.env == {}
+
+
 def test_the_shared_prefix_forward_can_be_turned_off_from_the_command_line(tmp_path):
     line = ["grpo", "--output-dir", str(tmp_path)]
     assert grpo_config(build_parser("grpo").parse_args(line)).share_prefix is True
@@ -535,6 +590,7 @@ def test_training_resumes_at_the_step_after_the_latest_checkpoint(
         assert metrics.rollouts == 4 and metrics.informative_groups == 2
         assert metrics.segments_per_trajectory >= 1 and metrics.trained_tokens > 0
         assert metrics.clip_fraction < 0.01  # learner log-probs reproduce the sampler's
+        assert 0 < metrics.completion_tokens_mean <= metrics.completion_tokens_max <= 8
     trained = first.model.state_dict()
     assert any(not torch.equal(trained[k], initial[k]) for k in initial)
     # a crash after step 2's metrics line but before its checkpoint: the line is redone

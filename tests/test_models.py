@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from ac_env.actions import ends_an_action
 from ac_env.agents.errors import ContextLengthError, PolicyError
 from ac_train import models
 from ac_train.models import (
@@ -200,3 +201,44 @@ def test_smollm2_loads_from_the_wheel_and_answers_a_chat():
     assert len(out.output_token_ids) == len(out.output_logprobs) <= 24
     assert all(lp <= 0 for lp in out.output_logprobs)
     assert tokenizer.decode(out.prompt_token_ids).endswith("<|im_start|>assistant\n")
+
+
+def scripted(policy, text):
+    """Make ``policy`` choose the tokens of ``text`` in order, one a decode step (the model's
+    forward passes still run): what the decode loop does with them is what is tested."""
+    script = policy.tokenizer(text, add_special_tokens=False)["input_ids"]
+    steps = iter(range(len(script)))
+
+    def choose(logits, sampling):
+        token = script[next(steps)]
+        return [token] * logits.shape[0], [-1.0] * logits.shape[0]
+
+    policy._choose = choose
+    return script
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_stop_after_action_ends_a_response_with_the_token_closing_its_bash_block(tiny, rows):
+    model, tokenizer = tiny
+    response = "I will look.\n```bash\nls -la\n```\nThen I will read the file and edit it."
+    policy = TransformersPolicy(model, tokenizer, max_new_tokens=200, stop_after_action=True)
+    script = scripted(policy, response)
+    outputs = policy.generate_many(CHAT, policy.sampling, rows)
+    for out in outputs:
+        ids = out.output_token_ids
+        assert ids == script[: len(ids)] and len(ids) < len(script)
+        assert ends_an_action(out.text) and not ends_an_action(tokenizer.decode(ids[:-1]))
+        assert out.text.startswith("I will look.\n```bash\nls -la\n```")
+        assert len(out.output_logprobs) == len(ids)
+
+
+def test_without_stop_after_action_or_in_a_summary_the_response_runs_on(tiny):
+    model, tokenizer = tiny
+    action = "I will look.\n```bash\nls -la\n```\nThen I will read the file."
+    summary = "# Auto Context Summary\n## Workspace\n```bash\nls -la\n```\n## Next\nRead it."
+    for text, stop in ((action, False), (summary, True)):
+        policy = TransformersPolicy(model, tokenizer, max_new_tokens=200, stop_after_action=stop)
+        script = scripted(policy, text + "<|im_end|>")
+        out = policy.act(CHAT)
+        assert out.output_token_ids == script
+        assert out.text == text

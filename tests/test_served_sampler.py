@@ -31,6 +31,8 @@ def test_pushes_alternate_slots_and_rollouts_name_the_one_just_written(tmp_path,
     assert (written, sampler.alias, sampler.version) == (["b.gguf", "a.gguf"], "smollm2@a", 1)
     policy = sampler.policy(SamplingConfig(temperature=1.0))
     assert policy.version == 1 and policy.policy.model == "smollm2@a"
+    with pytest.raises(ValueError, match="stop_after_action: in-process sampling only"):
+        sampler.policy(SamplingConfig(stop_after_action=True))
 
 
 def test_a_sampler_needs_its_weight_slots_and_a_valid_spec(tmp_path):

@@ -160,6 +160,11 @@ class OpenAIChatPolicy:
         **settings: Any,
     ) -> OpenAIChatPolicy:
         """A policy that samples by ``sampling`` and records what ``server`` can give."""
+        if sampling.stop_after_action:
+            raise ValueError(
+                "sampling.stop_after_action: in-process sampling only (a served model's stop "
+                "strings cannot tell the fence that closes a bash block from one that opens it)"
+            )
         return cls(
             base_url,
             model,
