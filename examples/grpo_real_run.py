@@ -130,7 +130,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--steps", type=int, default=12, help="GRPO optimizer steps with an informative group"
     )
-    parser.add_argument("--max-steps", type=int, default=30, help="GRPO steps in all, at most")
+    parser.add_argument("--max-steps", type=int, default=45, help="GRPO steps in all, at most")
+    parser.add_argument(
+        "--grpo-minutes",
+        type=float,
+        default=62.0,
+        help="GRPO's time budget (rollouts and learner): the whole run fits in 100 minutes",
+    )
     parser.add_argument("--tasks-per-step", type=int, default=1)
     parser.add_argument(
         "--probe-samples",
@@ -322,15 +328,25 @@ def success_table(results: dict[str, Any]) -> dict[str, dict[str, Estimate]]:
 
 def grpo(trainer: GRPOTrainer, args: argparse.Namespace) -> list[StepMetrics]:
     """GRPO steps until ``--steps`` of them had an informative group (a group whose rewards
-    differ: the only ones with a gradient), or ``--max-steps`` in all; the metrics of each."""
+    differ: the only ones with a gradient), ``--max-steps`` in all, or ``--grpo-minutes`` of
+    rollouts and learner passes, counted from the metrics (a resumed run keeps its earlier
+    steps' time); the metrics of each. Past the first ``--steps``, a call trains no more steps
+    than the time left affords at the mean step time so far, so the last one ends at most one
+    step past the budget."""
+    budget_s = args.grpo_minutes * 60
     while True:
-        trainer.train()  # resumes from the latest checkpoint
         curve = read_metrics(trainer.config.output_dir)
         informative = sum(m.informative_groups > 0 for m in curve)
-        if informative >= args.steps or len(curve) >= args.max_steps:
+        spent_s = sum(m.rollout_s + m.learn_s for m in curve)
+        done = informative >= args.steps or len(curve) >= args.max_steps or spent_s >= budget_s
+        if curve and done:
             return curve
-        more = min(len(curve) + args.steps - informative, args.max_steps)
-        trainer.config = trainer.config.model_copy(update={"steps": more})
+        more = args.steps - informative
+        if curve:
+            more = min(more, max(1, int((budget_s - spent_s) / (spent_s / len(curve)))))
+        steps = min(len(curve) + more, args.max_steps)
+        trainer.config = trainer.config.model_copy(update={"steps": steps})
+        trainer.train()  # resumes from the latest checkpoint
 
 
 def main() -> None:
