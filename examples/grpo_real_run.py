@@ -18,14 +18,16 @@ SmolLM2-135M solves no built-in task from its start, so GRPO from the start has 
    submit) start with the fix in the workspace: rewarded unless the policy undoes it. The
    warm start alone almost never writes the fix (1 of 8 held-out start states, none of the
    train ones), so depth 2 is the rung whose groups give GRPO a signal;
-4. ``grpo``: segment-aware GRPO from the train tasks' start states (``--train-steps-left``,
-   default depth 2 only: the warm start fixes almost no depth-3 start, so a depth-3 group is
-   all 0 and paid for nothing), reward 1 when the final workspace passes the task's tests,
-   until ``--steps`` steps had an informative group (rewards not all equal: a step without
-   one has no gradient) or ``--max-steps`` in all. Each group is sampled in one batched
-   decode. Each step draws the start likeliest to give a mixed group given the groups so far
-   (``GRPOConfig.favour_mixed``): a start whose group was mixed is drawn again until one of
-   its groups comes out uniform, which sets it aside for ``--skip-uniform-for`` steps;
+4. ``grpo``: segment-aware GRPO from the start states of the first ``--train-tasks`` train
+   tasks (``--train-steps-left``, default depth 2 only: the warm start fixes almost no depth-3
+   start, so a depth-3 group is all 0 and paid for nothing), reward 1 when the final workspace
+   passes the task's tests, until ``--steps`` steps had an informative group (rewards not all
+   equal: a step without one has no gradient), ``--max-steps`` in all, or ``--grpo-minutes``
+   of rollouts and learner passes. Each group is sampled in one batched decode that stops
+   where every row's action ended (``--stop-after-action``). Each step draws the start
+   likeliest to give a mixed group given the groups so far (``GRPOConfig.favour_mixed``): a
+   start whose group was mixed is drawn again until one of its groups comes out uniform,
+   which sets it aside for ``--skip-uniform-for`` steps;
 5. ``after``: the held-out success again, with the last GRPO checkpoint.
 
 Held-out success is the mean over start states (each averaged over its samples) with a 95%
@@ -34,16 +36,15 @@ stage resumes from what it wrote. Writes ``OUT/results.json`` (the per-step curv
 informative groups; the held-out rewards of each start state; the table; wall time and
 tokens) and ``OUT/results.png``.
 
-Cost: every sequence is a post-compaction context of 2,600-4,600 tokens. On 2 cores the warm
-start took 18 minutes (1 epoch, 9 optimizer steps; 2 epochs gave the same depth-3 result in
-39), the held-out evaluation 24 minutes (16 start states, 32 rollouts, 14K generated tokens),
-and a GRPO step 1.7-3.7 minutes of rollouts plus, when a group is informative, a 2-minute
-learner pass: a group's rollouts share their start state, so with ``micro_batch_size`` equal
-to the group size the learner runs that context once (``GRPOConfig.share_prefix``). That pass
-peaks near 24 GB: run nothing else beside it on a 24 GB machine. Only about 1 step in 8 had
-an informative group from this warm start under uniform draws; with the probe of 2 rollouts a
-start (``--probe-samples``, 90 s a start) and ``--skip-uniform-for 4``, 2 in 8 did. On one
-GPU, ``--preset gpu`` (``scripts/grpo_gpu.sh``).
+Cost: every sequence is a post-compaction context of 2,600-4,600 tokens. The defaults on 2
+cores took 115 minutes: warm start 16 (8 optimizer steps), each held-out evaluation 11-12
+(16 rollouts), GRPO 67 (19 steps, 9 informative: 2.2 minutes of rollouts a step and, when a
+group is informative, a 2.8-minute learner pass), demonstrations and loading 8. A group's
+rollouts share their start state, so with ``micro_batch_size`` equal to the group size the
+learner runs that context once (``GRPOConfig.share_prefix``); ``--micro-batch-tokens``
+bounds its memory (18.4 GB peak on the machine). The table, the curve and what would fit
+100 minutes are in ``docs/training.md``. On one GPU, ``--preset gpu``
+(``scripts/grpo_gpu.sh``).
 """
 
 from __future__ import annotations
