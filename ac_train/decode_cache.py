@@ -13,7 +13,8 @@ for a reserved one; layers of other kinds (sliding windows) keep their own.
 ``shared_prefix_cache`` prefills a batch of prompts that begin alike (a GRPO group's rollouts
 continuing one start state): the shared tokens are run once and repeated per row, then each
 row's own tokens, left-padded to one width, run as one batch. Padding is masked out and
-position ids skip it, so each row sees exactly its own prompt.
+position ids skip it, so each row sees exactly its own prompt. Rows with equal prompts (a
+held-out batch holds each start state's samples) are prefilled once and their cache copied.
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ def shared_prefix_length(prompts: Sequence[Sequence[int]]) -> int:
 def shared_prefix_cache(
     model: PreTrainedModel, prompts: Sequence[Sequence[int]], budget: int
 ) -> PrefilledBatch:
-    """``prompts`` prefilled as one batch, with room for ``budget`` more tokens a row.
+    """``prompts`` prefilled as one batch, with room for ``budget`` more tokens a row; equal
+    prompts (the samples of one start state among others) are run once and their cache copied.
 
     The shared prefix stops one token short of the shortest prompt, so every row runs at least
     its last token in the batched pass (equal prompts: one token each). Padding needs a shared
@@ -128,6 +130,9 @@ def shared_prefix_cache(
     device = model.device
     shared = min(shared_prefix_length(prompts), min(len(p) for p in prompts) - 1)
     suffixes = [list(prompt[shared:]) for prompt in prompts]
+    distinct = list(dict.fromkeys(tuple(suffix) for suffix in suffixes))
+    copies = [distinct.index(tuple(suffix)) for suffix in suffixes]  # row -> distinct row
+    suffixes = [list(suffix) for suffix in distinct]
     width = max(len(suffix) for suffix in suffixes)
     if shared == 0 and width > 1:
         raise ValueError(
@@ -142,7 +147,7 @@ def shared_prefix_cache(
             use_cache=True,
             logits_to_keep=1,
         )
-    rows = len(prompts)
+    rows = len(suffixes)
     if rows > 1:
         cache.batch_repeat_interleave(rows)
     pads = torch.tensor([width - len(suffix) for suffix in suffixes], device=device)
@@ -159,8 +164,13 @@ def shared_prefix_cache(
         use_cache=True,
         logits_to_keep=1,
     )
+    logits = result.logits[:, -1].float()
+    if len(prompts) > rows:  # equal prompts: each runs once, then its cache rows are copied
+        index = torch.tensor(copies, device=device)
+        cache.batch_select_indices(index)
+        logits, mask = logits[index], mask[index]
     lengths = torch.tensor([len(prompt) for prompt in prompts], device=device)
-    return PrefilledBatch(cache, result.logits[:, -1].float(), mask, lengths)
+    return PrefilledBatch(cache, logits, mask, lengths)
 
 
 __all__ = [

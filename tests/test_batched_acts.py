@@ -52,6 +52,26 @@ def test_diverged_prompts_decode_in_one_batch_as_each_alone(tiny):
         assert got.output_logprobs == pytest.approx(alone.output_logprobs, abs=1e-4)
 
 
+def test_equal_prompts_among_others_are_prefilled_once_and_decode_as_alone(tiny, monkeypatch):
+    policy = TransformersPolicy(*tiny)
+    observations = [CHATS[0], CHATS[1], CHATS[0], CHATS[2], CHATS[1]]
+    prefilled_rows: list[int] = []
+    forward = policy.model.forward
+
+    def counting(*args, **kwargs):
+        if kwargs["input_ids"].shape[1] > 1:  # a prefill pass, not a decode step
+            prefilled_rows.append(kwargs["input_ids"].shape[0])
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(policy.model, "forward", counting)
+    batched = policy.generate_batch(observations, GREEDY)
+    assert prefilled_rows == [1, 3]  # the shared prefix, then the 3 distinct prompts' own tokens
+    for observation, got in zip(observations, batched, strict=True):
+        (alone,) = policy.generate_batch([observation], GREEDY)
+        assert got.output_token_ids == alone.output_token_ids
+        assert got.output_logprobs == pytest.approx(alone.output_logprobs, abs=1e-4)
+
+
 def test_each_row_stops_at_its_own_room_in_the_window(tiny):
     policy = TransformersPolicy(*tiny)
     policy.stop_token_ids = frozenset()  # every row decodes until its budget is spent
