@@ -53,6 +53,7 @@ import argparse
 import json
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,7 @@ from ac_env.agents import ReferenceAgent, RolloutJob, rollout_many
 from ac_env.analysis.stats import Estimate, bootstrap_mean, paired_difference
 from ac_env.tasks import load_tasks
 from ac_env.trajectory import Trajectory
+from ac_train.batched_acts import BatchedActs
 from ac_train.grpo import (
     DemonstrationStarts,
     GRPOConfig,
@@ -80,6 +82,7 @@ from ac_train.start_states import StartState, demonstration_starts
 
 ENV: dict[str, Any] = {"split": "easy", "forced_compaction_threshold": 6144}
 MAX_ENV_STEPS, CONTEXT_WINDOW = 50, 8192  # SmolLM2's window
+AFTER_MARGIN_S = 60.0  # past the held-out rollouts after GRPO: loading, the table, the plot
 PRESETS: dict[str, dict[str, Any]] = {
     "cpu": {},
     # one GPU (scripts/grpo_gpu.sh): a group costs one batched decode whatever its size, and
@@ -113,6 +116,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--eval-tasks", type=int, default=4)
     parser.add_argument("--samples", type=int, default=2, help="held-out rollouts per start")
     parser.add_argument(
+        "--eval-batch",
+        type=int,
+        default=4,
+        help="held-out start states whose samples are decoded as one batch",
+    )
+    parser.add_argument(
         "--steps-left",
         type=int,
         nargs="+",
@@ -133,10 +142,11 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--max-steps", type=int, default=45, help="GRPO steps in all, at most")
     parser.add_argument(
-        "--grpo-minutes",
+        "--minutes",
         type=float,
-        default=62.0,
-        help="GRPO's time budget (rollouts and learner): the whole run fits in 100 minutes",
+        default=100.0,
+        help="the whole run's wall time: GRPO starts no step that would not end before the "
+        "held-out evaluation after it must begin",
     )
     parser.add_argument("--tasks-per-step", type=int, default=1)
     parser.add_argument(
@@ -268,8 +278,10 @@ def held_out_rewards(
     save: Callable[[], None],
 ) -> None:
     """``results[stage]``: the rewards of ``--samples`` rollouts from each held-out start state
-    (by start id), saved after each start state, so an interrupted evaluation resumes where it
-    stopped; the tokens the policy generated and the wall time add up under ``results["cost"]``.
+    (by start id). ``--eval-batch`` start states at a time have all their samples decoded as
+    one batch (``BatchedActs``: a start's prompt is prefilled once for its samples), saved
+    after each batch, so an interrupted evaluation resumes where it stopped; the tokens the
+    policy generated and the wall time add up under ``results["cost"]``.
     """
     rewards: dict[str, list[float]] = results.setdefault(stage, {})
     todo = [start for start in starts if start.id not in rewards]
@@ -277,29 +289,37 @@ def held_out_rewards(
         return
     model, tokenizer = load_model(model_dir)
     model.to(args.device).eval()
-    policy = TransformersPolicy(  # shared: a start's samples come from one batched decode
+    policy = TransformersPolicy(
         model,
         tokenizer,
         max_new_tokens=args.max_new_tokens,
         temperature=args.temperature,
         seed=0,
-        samples_per_prompt=args.samples,
         stop_after_action=args.stop_after_action,
     )
     cost = results["cost"]
-    for start in tqdm(todo, desc=stage, unit="start"):
+    batches = [todo[i : i + args.eval_batch] for i in range(0, len(todo), args.eval_batch)]
+    for batch in tqdm(batches, desc=stage, unit="batch"):
         started = time.perf_counter()
-        job = RolloutJob(options={"task_id": start.task_id}, start=start.snapshot)
+        jobs = [
+            RolloutJob(options={"task_id": start.task_id}, start=start.snapshot)
+            for start in batch
+            for _ in range(args.samples)
+        ]
+        # the rollouts' first calls come right after their resets: wait for all of them
+        shared = BatchedActs(policy, rows=len(jobs), gather_s=10.0)
         runs = rollout_many(
             make_env,
-            lambda: policy,
-            [job] * args.samples,
-            workers=args.workers,
+            lambda shared=shared: shared,
+            jobs,
+            workers=len(jobs),
             max_steps=args.max_policy_steps,
             progress=False,
         )
-        # None: an infra error, not a policy failure
-        rewards[start.id] = [run.reward for run in runs if run.reward is not None]
+        for index, start in enumerate(batch):
+            samples = runs[index * args.samples : (index + 1) * args.samples]
+            # None: an infra error, not a policy failure
+            rewards[start.id] = [run.reward for run in samples if run.reward is not None]
         tokens = sum(generated_tokens(run) for run in runs)
         cost["generated_tokens"][stage] = cost["generated_tokens"].get(stage, 0) + tokens
         cost["wall_s"][stage] = cost["wall_s"].get(stage, 0.0) + time.perf_counter() - started
@@ -327,27 +347,45 @@ def success_table(results: dict[str, Any]) -> dict[str, dict[str, Estimate]]:
     return table
 
 
-def grpo(trainer: GRPOTrainer, args: argparse.Namespace) -> list[StepMetrics]:
+def grpo(
+    trainer: GRPOTrainer, args: argparse.Namespace, left_s: Callable[[], float]
+) -> list[StepMetrics]:
     """GRPO steps until ``--steps`` of them had an informative group (a group whose rewards
-    differ: the only ones with a gradient), ``--max-steps`` in all, or ``--grpo-minutes`` of
-    rollouts and learner passes, counted from the metrics (a resumed run keeps its earlier
-    steps' time); the metrics of each. Past the first ``--steps``, a call trains no more steps
-    than the time left affords at the mean step time so far, so the last one ends at most one
-    step past the budget."""
-    budget_s = args.grpo_minutes * 60
+    differ: the only ones with a gradient), ``--max-steps`` in all, or until the next step
+    would not fit in the ``left_s()`` seconds the run has left for GRPO; the metrics of each.
+
+    A step is expected to take the mean rollout time of the steps so far plus, as if it were
+    informative, the mean learner pass of the informative ones (before one, the mean rollout
+    time again), so an uninformative step that would fit is not started either. A call trains
+    the steps that fit, at most the informative ones missing; the first (no step yet to time)
+    trains one. The steps are read from the metrics, so a resumed run counts its earlier ones.
+    """
     while True:
         curve = read_metrics(trainer.config.output_dir)
-        informative = sum(m.informative_groups > 0 for m in curve)
-        spent_s = sum(m.rollout_s + m.learn_s for m in curve)
-        done = informative >= args.steps or len(curve) >= args.max_steps or spent_s >= budget_s
-        if curve and done:
+        informative = [m for m in curve if m.informative_groups > 0]
+        if len(informative) >= args.steps or len(curve) >= args.max_steps:
             return curve
-        more = args.steps - informative
+        fit = 1
         if curve:
-            more = min(more, max(1, int((budget_s - spent_s) / (spent_s / len(curve)))))
-        steps = min(len(curve) + more, args.max_steps)
+            rollout_s = sum(m.rollout_s for m in curve) / len(curve)
+            learn_s = sum(m.learn_s for m in informative) / len(informative) if informative else 0
+            fit = int(left_s() // (rollout_s + (learn_s or rollout_s)))
+            if fit < 1:
+                return curve
+        steps = min(len(curve) + min(fit, args.steps - len(informative)), args.max_steps)
         trainer.config = trainer.config.model_copy(update={"steps": steps})
         trainer.train()  # resumes from the latest checkpoint
+
+
+@dataclass
+class Sitting:
+    """The run's wall time over its sessions: what the earlier ones recorded, plus this one."""
+
+    earlier_s: float
+    started: float = field(default_factory=time.perf_counter)
+
+    def elapsed_s(self) -> float:
+        return self.earlier_s + time.perf_counter() - self.started
 
 
 def main() -> None:
@@ -361,8 +399,19 @@ def main() -> None:
     results: dict[str, Any] = json.loads(results_path.read_text()) if results_path.exists() else {}
     cost: dict[str, Any] = results.setdefault("cost", {"wall_s": {}, "generated_tokens": {}})
 
+    sitting = Sitting(cost.get("elapsed_s", 0.0))
+
     def save() -> None:
+        cost["elapsed_s"] = sitting.elapsed_s()  # an interrupted run keeps its time so far
         results_path.write_text(json.dumps(results, indent=2) + "\n")
+
+    def grpo_time_left_s() -> float:
+        """What the run has left before the held-out evaluation after GRPO must begin: it
+        runs as many rollouts as the one before did, then the last checkpoint loads and the
+        plot is drawn (``AFTER_MARGIN_S``)."""
+        save()
+        after_s = cost["wall_s"]["before"] + AFTER_MARGIN_S
+        return args.minutes * 60 - sitting.elapsed_s() - after_s
 
     print("== 1-2. warm start on the demonstrations")
     started = time.perf_counter()
@@ -402,7 +451,7 @@ def main() -> None:
             probe_samples=args.probe_samples,
         ),
     )
-    curve = grpo(GRPOTrainer(config), args)
+    curve = grpo(GRPOTrainer(config), args, grpo_time_left_s)
 
     if results.get("after_step") != len(curve):  # a longer rerun evaluates its last step
         results["after_step"] = len(curve)
@@ -455,6 +504,7 @@ def report(results: dict[str, Any], path: Path) -> None:
         print(f"  {name}: " + "; ".join(shown) + f"; n={row['before']['n']}")
     cost = results["cost"]
     wall = ", ".join(f"{stage} {seconds / 60:.1f}" for stage, seconds in cost["wall_s"].items())
+    wall += f"; the whole run {cost['elapsed_s'] / 60:.1f}"
     print(
         f"wall minutes: {wall}; generated tokens (held-out): {cost['generated_tokens']}; "
         f"learner tokens: {cost['learner_tokens']}"

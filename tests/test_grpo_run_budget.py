@@ -1,6 +1,7 @@
 """examples/grpo_real_run.py's ``grpo`` stops at ``--steps`` informative steps, ``--max-steps``
-in all or ``--grpo-minutes`` of step time, whichever comes first, counting from the metrics a
-trainer wrote (so a resumed run counts its earlier steps)."""
+in all, or before a step that would not fit in the time the run has left, whichever comes
+first, counting the steps from the metrics a trainer wrote (so a resumed run counts its earlier
+ones)."""
 
 from __future__ import annotations
 
@@ -32,13 +33,17 @@ class Config(BaseModel):
 
 
 class Trainer:
-    """Writes one metrics line a step, as ``GRPOTrainer.train`` does, from where it stopped:
-    step ``i`` takes ``step_s[i]`` seconds and is informative when ``i`` is in ``informative``."""
+    """Writes one metrics line a step, as ``GRPOTrainer.train`` does, from where it stopped,
+    and advances ``clock``: each step's rollouts take ``rollout_s``; step ``i`` is informative
+    when ``i`` is in ``informative``, and then its learner pass takes ``learn_s`` more."""
 
-    def __init__(self, out: Path, step_s: list[float], informative: set[int]) -> None:
+    def __init__(
+        self, out: Path, informative: set[int], rollout_s: float = 60.0, learn_s: float = 90.0
+    ) -> None:
         self.config = Config(output_dir=out, steps=1)
-        self.step_s, self.informative = step_s, informative
+        self.informative, self.rollout_s, self.learn_s = informative, rollout_s, learn_s
         self.calls: list[int] = []
+        self.clock = 0.0
 
     def train(self) -> None:
         path = self.config.output_dir / METRICS_FILE
@@ -46,10 +51,13 @@ class Trainer:
         self.calls.append(self.config.steps)
         with path.open("a") as out:
             for step in range(done, self.config.steps):
-                out.write(metrics(step, self.step_s[step], step in self.informative) + "\n")
+                learn_s = self.learn_s if step in self.informative else 0.0
+                self.clock += self.rollout_s + learn_s
+                out.write(metrics(step, self.rollout_s, learn_s) + "\n")
 
 
-def metrics(step: int, seconds: float, informative: bool) -> str:
+def metrics(step: int, rollout_s: float, learn_s: float) -> str:
+    informative = learn_s > 0
     return StepMetrics(
         step=step,
         policy_version=step,
@@ -66,40 +74,50 @@ def metrics(step: int, seconds: float, informative: bool) -> str:
         loss=0.0,
         clip_fraction=0.0,
         grad_norm=None,
-        rollout_s=seconds * 0.75,
-        learn_s=seconds * 0.25,
+        rollout_s=rollout_s,
+        learn_s=learn_s,
     ).model_dump_json()
 
 
-def run(tmp_path: Path, steps: int, max_steps: int, minutes: float, **kw: object) -> Trainer:
-    trainer = Trainer(tmp_path, **kw)  # type: ignore[arg-type]
-    args = argparse.Namespace(steps=steps, max_steps=max_steps, grpo_minutes=minutes)
-    curve = example_module().grpo(trainer, args)
+def run(trainer: Trainer, steps: int, max_steps: int, budget_s: float) -> Trainer:
+    args = argparse.Namespace(steps=steps, max_steps=max_steps)
+    trainer.calls = []  # this run's
+    curve = example_module().grpo(trainer, args, lambda: budget_s - trainer.clock)
     assert [m.step for m in curve] == list(range(len(curve)))
+    assert trainer.clock <= budget_s or trainer.calls == [1]  # the first step always runs
     return trainer
 
 
 def test_runs_until_enough_steps_were_informative(tmp_path: Path) -> None:
-    trainer = run(tmp_path, 3, 20, 60.0, step_s=[60.0] * 20, informative={1, 4, 6})
-    assert trainer.calls == [3, 5, 6, 7]  # each call asks for the informative steps missing
+    trainer = run(Trainer(tmp_path, informative={1, 4, 6}), 3, 20, budget_s=1e6)
+    assert trainer.calls == [1, 4, 6, 7]  # each call asks for the informative steps missing
 
 
 def test_stops_at_max_steps(tmp_path: Path) -> None:
-    trainer = run(tmp_path, 3, 5, 60.0, step_s=[60.0] * 20, informative=set())
-    assert trainer.calls == [3, 5]
+    trainer = run(Trainer(tmp_path, informative=set()), 3, 5, budget_s=1e6)
+    assert trainer.calls == [1, 4, 5]
 
 
-def test_the_time_budget_bounds_each_call_past_the_first(tmp_path: Path) -> None:
-    # 60 s a step, a 10-minute budget: the first call's 6 steps leave 240 s, which afford 4 of
-    # the 5 informative steps still missing; then the budget is spent
-    trainer = run(tmp_path, 6, 45, 10.0, step_s=[60.0] * 45, informative={0})
-    assert trainer.calls == [6, 10]
+def test_trains_only_the_steps_that_fit_each_timed_as_an_informative_one(tmp_path: Path) -> None:
+    # steps take 60 s of rollouts, 150 s in all when informative: after step 0 (150 s), the
+    # 850 s left afford 5 steps of 150 s; they take 300 s, and so on, each call fewer, until
+    # the 130 s left would fit an uninformative step but not an informative one
+    trainer = run(Trainer(tmp_path, informative={0}), 12, 45, budget_s=1000.0)
+    assert trainer.calls == [1, 6, 9, 11, 12, 13]
+    assert trainer.clock == 150 + 12 * 60
 
 
-def test_a_resumed_run_counts_its_earlier_steps_time(tmp_path: Path) -> None:
-    step_s = [100.0] * 45
-    first = run(tmp_path, 4, 45, 10.0, step_s=step_s, informative=set())
-    # 4 steps, 400 s: the 200 s left afford 2 more, and 600 s is the budget
-    assert first.calls == [4, 6]
-    again = run(tmp_path, 4, 45, 10.0, step_s=step_s, informative=set())
-    assert again.calls == []  # the budget was spent before the restart
+def test_before_an_informative_step_a_step_is_timed_as_twice_its_rollouts(tmp_path: Path) -> None:
+    trainer = run(Trainer(tmp_path, informative=set()), 12, 45, budget_s=300.0)
+    assert trainer.calls == [1, 3, 4]  # 240 s left afford 2 steps of 120 s, 120 s one more
+    assert trainer.clock == 240
+
+
+def test_a_resumed_run_counts_its_earlier_steps(tmp_path: Path) -> None:
+    first = run(Trainer(tmp_path, informative={0, 1}), 12, 45, budget_s=400.0)
+    assert first.calls == [1, 2]  # 300 s spent; 100 s left do not afford a step of 150 s
+    again = Trainer(tmp_path, informative={0, 1})
+    again.clock = first.clock  # the elapsed time the run recorded
+    assert run(again, 12, 45, budget_s=400.0).calls == []
+    assert run(again, 12, 45, budget_s=1000.0).calls[0] == 2 + 4  # 700 s left: 4 more
+    assert run(again, 2, 45, budget_s=1e6).calls == []  # it had 2 informative steps
