@@ -13,8 +13,9 @@ SmolLM2-135M solves no built-in task from its start, so GRPO from the start has 
    suspect, try candidate edits, write the fixing one);
 3. ``before``: held-out success from the start states of the first ``--eval-tasks`` eval
    tasks the demonstrator solves, ``--samples`` rollouts each, at each depth
-   (``--steps-left``, default 2 and 3). Depth 3: before the demonstrator's 3rd-last call,
-   its fixing edit, so the policy must write the fix. Depths 2 and 1 (before verify,
+   (``--steps-left``, default 2 and 3), the samples of ``--eval-batch`` start states decoded
+   as one batch (each distinct prompt prefilled once). Depth 3: before the demonstrator's
+   3rd-last call, its fixing edit, so the policy must write the fix. Depths 2 and 1 (before verify,
    submit) start with the fix in the workspace: rewarded unless the policy undoes it. The
    warm start alone almost never writes the fix (1 of 8 held-out start states, none of the
    train ones), so depth 2 is the rung whose groups give GRPO a signal;
@@ -22,9 +23,12 @@ SmolLM2-135M solves no built-in task from its start, so GRPO from the start has 
    tasks (``--train-steps-left``, default depth 2 only: the warm start fixes almost no depth-3
    start, so a depth-3 group is all 0 and paid for nothing), reward 1 when the final workspace
    passes the task's tests, until ``--steps`` steps had an informative group (rewards not all
-   equal: a step without one has no gradient), ``--max-steps`` in all, or ``--grpo-minutes``
-   of rollouts and learner passes. Each group is sampled in one batched decode that stops
-   where every row's action ended (``--stop-after-action``). Each step draws the start
+   equal: a step without one has no gradient), ``--max-steps`` in all, or until the next step
+   would not end before the evaluation after GRPO must begin for the whole run to fit in
+   ``--minutes`` (a step is timed as an informative one: the mean rollouts plus the mean
+   learner pass so far; a resumed run counts the time its earlier sittings spent). Each
+   group is sampled in one batched decode that stops where every row's action ended
+   (``--stop-after-action``). Each step draws the start
    likeliest to give a mixed group given the groups so far (``GRPOConfig.favour_mixed``): a
    start whose group was mixed is drawn again until one of its groups comes out uniform,
    which sets it aside for ``--skip-uniform-for`` steps;
@@ -37,13 +41,14 @@ informative groups; the held-out rewards of each start state; the table; wall ti
 tokens) and ``OUT/results.png``.
 
 Cost: every sequence is a post-compaction context of 2,600-4,600 tokens. The defaults on 2
-cores took 115 minutes: warm start 16 (8 optimizer steps), each held-out evaluation 11-12
-(16 rollouts), GRPO 67 (19 steps, 9 informative: 2.2 minutes of rollouts a step and, when a
-group is informative, a 2.8-minute learner pass), demonstrations and loading 8. A group's
+cores took 96 minutes (``--minutes 100``): warm start 16 (8 optimizer steps), each held-out
+evaluation 7 (16 rollouts in 2 batches), GRPO 58 (18 steps, 8 informative: 2.0 minutes of
+rollouts a step and, when a group is informative, a 2.6-minute learner pass),
+demonstrations and loading 9. A group's
 rollouts share their start state, so with ``micro_batch_size`` equal to the group size the
 learner runs that context once (``GRPOConfig.share_prefix``); ``--micro-batch-tokens``
-bounds its memory (18.4 GB peak on the machine). The table, the curve and what would fit
-100 minutes are in ``docs/training.md``. On one GPU, ``--preset gpu``
+bounds its memory (18.7 GB peak RSS). The table, the curve and what would reach 12
+informative steps in 100 minutes are in ``docs/training.md``. On one GPU, ``--preset gpu``
 (``scripts/grpo_gpu.sh``).
 """
 
