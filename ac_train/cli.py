@@ -141,7 +141,7 @@ def add_segments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_segments(args: argparse.Namespace) -> int:
-    from ac_train.models import load_tokenizer
+    from ac_train.models.checkpoints import load_tokenizer
     from ac_train.segments import segment_files
     from ac_train.sft import export_dataset
 
@@ -256,8 +256,8 @@ ASYNC_FIELDS = ("max_staleness", "on_stale", "queue_groups", "backend", "ray_add
 
 
 def add_grpo(parser: argparse.ArgumentParser) -> None:
-    from ac_train.async_rl import AsyncConfig
-    from ac_train.grpo_config import GRPO_PRESETS, GRPOConfig
+    from ac_train.grpo.async_trainer import AsyncConfig
+    from ac_train.grpo.config import GRPO_PRESETS, GRPOConfig
 
     parser.description = (
         "Train a policy by GRPO on its own rollouts in AutoCompact-SWE-v0 "
@@ -316,7 +316,7 @@ def add_grpo(parser: argparse.ArgumentParser) -> None:
 
 def grpo_config(args: argparse.Namespace) -> Any:
     """The ``GRPOConfig`` the ``grpo`` command line asks for."""
-    from ac_train.grpo import GRPOConfig
+    from ac_train.grpo.config import GRPOConfig
 
     env: dict[str, Any] = {}
     if args.task_source is not None:
@@ -339,7 +339,7 @@ def grpo_config(args: argparse.Namespace) -> Any:
 
 
 def _run_grpo(args: argparse.Namespace) -> int:
-    from ac_train.grpo import GRPOTrainer
+    from ac_train.grpo.trainer import GRPOTrainer
 
     config = grpo_config(args)
     async_options = given(args, ASYNC_FIELDS)
@@ -348,7 +348,7 @@ def _run_grpo(args: argparse.Namespace) -> int:
         flag = "--rollout-backend" if name == "backend" else f"--{name.replace('_', '-')}"
         raise SystemExit(f"{flag} needs --async")
     if args.asynchronous:
-        from ac_train.async_rl import AsyncConfig, AsyncGRPOTrainer
+        from ac_train.grpo.async_trainer import AsyncConfig, AsyncGRPOTrainer
 
         trainer: GRPOTrainer = AsyncGRPOTrainer(config, AsyncConfig(**async_options))
     else:

@@ -56,10 +56,10 @@ from ac_env.runs.workers import policy_factory, require_token_records
 from ac_env.strategies import Strategy, get_strategy
 from ac_env.tasks import Task, load_tasks
 from ac_env.trajectory import Trajectory
-from ac_train.judge import CORRECTION_TYPES, Judge, JudgeView, Verdict, apply_verdict
-from ac_train.llm_judge import LLMJudge, ServedVerdicts
-from ac_train.models import load_tokenizer
-from ac_train.oracle_judge import OracleJudge
+from ac_train.judge.llm import LLMJudge, ServedVerdicts
+from ac_train.judge.oracle import OracleJudge
+from ac_train.judge.review import CORRECTION_TYPES, Judge, JudgeView, Verdict, apply_verdict
+from ac_train.models.checkpoints import load_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -503,7 +503,7 @@ def _rate(flags: list[bool]) -> float | None:
 def export_kept(episodes: list[CollectedEpisode], out: Path, tokenizer_name: str) -> int:
     """Cut the kept trajectories into segments (``prefix_mismatch="split"``: a sampled output
     need not re-tokenize to its own ids) and write ``dataset/``. Format errors are not trained."""
-    from ac_train.models import load_tokenizer
+    from ac_train.models.checkpoints import load_tokenizer
     from ac_train.segments import segment_trajectory
     from ac_train.sft import export_dataset
 

@@ -42,7 +42,7 @@ from transformers import PreTrainedModel
 from trl import SFTConfig, SFTTrainer
 from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
-from ac_train.models import load_model
+from ac_train.models.checkpoints import load_model
 from ac_train.segments import IGNORE_INDEX, Segment, read_segments, write_segments
 
 TrainedOutputs = Literal["all", "uncorrected"]

@@ -26,9 +26,11 @@ from pathlib import Path
 
 import torch
 
-from ac_train.async_rl import AsyncConfig, AsyncGRPOTrainer
-from ac_train.grpo import GRPOConfig, GRPOTrainer, StepMetrics
-from ac_train.models import load_model, tiny_model_and_tokenizer
+from ac_train.grpo.async_trainer import AsyncConfig, AsyncGRPOTrainer
+from ac_train.grpo.config import GRPOConfig
+from ac_train.grpo.metrics import StepMetrics
+from ac_train.grpo.trainer import GRPOTrainer
+from ac_train.models.checkpoints import load_model, tiny_model_and_tokenizer
 
 
 def run(args: argparse.Namespace, mode: str, workers: int, out: Path) -> dict[str, float]:

@@ -7,7 +7,7 @@ The setting of a GRPO group continued from a post-compaction state (``Transforme
 ``samples_per_prompt``): SmolLM2 prefills one ``--context``-token prompt, repeats its cache into
 ``--rows`` samples, then decodes ``--steps`` tokens each. Both ways feed the same tokens; the
 growing cache (``DynamicCache``, one ``torch.cat`` of every layer's keys and values per step)
-and the reserved one (``ac_train.decode_cache``, written in place) alternate, ``--repeats``
+and the reserved one (``ac_train.models.decode_cache``, written in place) alternate, ``--repeats``
 times each. Prints milliseconds per decode step (median), the ratio, and the largest logit
 difference between the two (they compute the same numbers).
 """
@@ -23,8 +23,8 @@ import torch
 from transformers import PreTrainedModel
 from transformers.cache_utils import Cache, DynamicCache
 
-from ac_train.decode_cache import reserved_cache
-from ac_train.models import load_model
+from ac_train.models.checkpoints import load_model
+from ac_train.models.decode_cache import reserved_cache
 
 
 @torch.inference_mode()

@@ -10,7 +10,7 @@ contexts are 2,600-4,600). Its rows have diverged: each ends with ``--own`` toke
 
 - one row at a time: ``TransformersPolicy.generate_batch`` on one prompt, G times, what a
   rollout worker with its own policy does (the whole prompt prefilled per row);
-- diverged rows batched: ``generate_batch`` on the G prompts (``ac_train.batched_acts``:
+- diverged rows batched: ``generate_batch`` on the G prompts (``ac_train.models.batched_acts``:
   the shared prefix once, then every row's own tokens, one decode for all);
 - one prompt batched: G samples of the start state itself (``samples_per_prompt``, what a
   group's first call is);
@@ -32,7 +32,8 @@ from pathlib import Path
 
 import torch
 
-from ac_train.models import SamplingSettings, TransformersPolicy, load_model, smollm2_gguf_path
+from ac_train.models.checkpoints import load_model, smollm2_gguf_path
+from ac_train.models.policy import SamplingSettings, TransformersPolicy
 
 TURN = "Repository: calc. add(2, 3) in calc/ops.py gives -1 instead of 5; tests fail. "
 Chat = list[dict[str, str]]

@@ -2,7 +2,7 @@
 
 Both sides run forward + backward over the same batch of segments (same lengths, same
 micro-batches, same trained tokens): "plain" is the model's own cross-entropy with ``labels``
-(-100 where not trained), "grpo" is ``ac_train.grpo_loss.accumulate_gradients`` (token-mean PPO
+(-100 where not trained), "grpo" is ``ac_train.grpo.loss.accumulate_gradients`` (token-mean PPO
 clip against behaviour log-probs). Prints learner tokens/s (median of the timed repeats), peak
 RSS of each side (each measured in its own process) and the overhead of the GRPO loss.
 
@@ -24,8 +24,8 @@ import time
 import torch
 from transformers import PreTrainedModel
 
-from ac_train.grpo_loss import ClipRange, PolicySequence, accumulate_gradients, collate
-from ac_train.models import load_model, tiny_model_and_tokenizer
+from ac_train.grpo.loss import ClipRange, PolicySequence, accumulate_gradients, collate
+from ac_train.models.checkpoints import load_model, tiny_model_and_tokenizer
 
 
 def batch(model: PreTrainedModel, segments: int, length: int, seed: int) -> list[PolicySequence]:

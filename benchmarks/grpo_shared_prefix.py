@@ -3,7 +3,7 @@ per rollout.
 
 A group of ``--group`` rollouts from one start state (a ``--context``-token context, then
 outputs of 50-100% of ``--output`` tokens each, all trained) runs one learner step
-(``ac_train.grpo_loss.accumulate_gradients``) three ways, each in its own process: one rollout
+(``ac_train.grpo.loss.accumulate_gradients``) three ways, each in its own process: one rollout
 per forward (``micro_batch_size=1``), the whole group per forward without and with
 ``share_prefix``. Prints seconds per step (median of the timed repeats), peak RSS, and the
 speed-up; the gradients are the same (``tests/test_grpo.py``).
@@ -25,8 +25,8 @@ import time
 
 import torch
 
-from ac_train.grpo_loss import ClipRange, PolicySequence, accumulate_gradients
-from ac_train.models import load_model, tiny_model_and_tokenizer
+from ac_train.grpo.loss import ClipRange, PolicySequence, accumulate_gradients
+from ac_train.models.checkpoints import load_model, tiny_model_and_tokenizer
 
 WAYS = {
     "one forward per rollout": (1, False),

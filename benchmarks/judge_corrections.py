@@ -18,7 +18,7 @@ previous default judge included: run ``run --collect-only`` with that checkout f
 directory: the
 corrections by type (trigger split into *compact now* and *not yet*), their mix beside the
 method's 24 / 53 / 23, and the summaries with at least one assertion the history before them
-does not show (``ac_train.evidence.unsupported_claims``), for the judge's summaries and the
+does not show (``ac_train.judge.evidence.unsupported_claims``), for the judge's summaries and the
 policy's, with the claim classes found.
 
 Reduced mode (``--limit 3``, both policies, ``oracle``): about 2 minutes on 2 cores.
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> list[Path]:
 def check(directories: list[Path]) -> list[dict]:
     from ac_env.tasks import load_tasks
     from ac_env.trajectory import Trajectory
-    from ac_train.evidence import summary_claims
+    from ac_train.judge.evidence import summary_claims
 
     rows = []
     for directory in directories:

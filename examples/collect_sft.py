@@ -208,7 +208,7 @@ def held_out(
 
     if args.engine == "hf":
         return {name: run(name, f"hf:{path}") for name, path in checkpoints.items()}
-    from ac_train.llamacpp import llamacpp_server
+    from ac_train.models.llamacpp import llamacpp_server
 
     results = {}
     for name, path in checkpoints.items():  # one server each: it decodes on every core given
@@ -221,9 +221,9 @@ def held_out(
 
 def q8_gguf(checkpoint: str, stem: Path) -> Path:
     """``checkpoint`` (SmolLM2's architecture) as a Q8_0 GGUF at ``stem.q8_0.gguf``, once."""
-    from ac_train.gguf_export import export_gguf
-    from ac_train.llamacpp import quantize_q8_0
-    from ac_train.models import load_model, smollm2_gguf_path
+    from ac_train.models.checkpoints import load_model, smollm2_gguf_path
+    from ac_train.models.gguf_export import export_gguf
+    from ac_train.models.llamacpp import quantize_q8_0
 
     target = stem.with_suffix(".q8_0.gguf")
     if not target.exists():

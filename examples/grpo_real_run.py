@@ -4,7 +4,7 @@
     bash scripts/grpo_gpu.sh ...    # the same on one GPU (--preset gpu), see that script
 
 SmolLM2-135M solves no built-in task from its start, so GRPO from the start has no signal
-(every group's rewards are 0). This run uses a reverse curriculum (``ac_train.start_states``):
+(every group's rewards are 0). This run uses a reverse curriculum (``ac_train.grpo.start_states``):
 
 1. ``demonstrations``: the reference agent (compacting once it has located the bug) solves the
    easy *train* and held-out *eval* tasks; the env is snapshotted before each of its calls;
@@ -71,19 +71,16 @@ from ac_env.agents import ReferenceAgent, RolloutJob, rollout_many
 from ac_env.analysis.stats import Estimate, bootstrap_mean, paired_difference
 from ac_env.tasks import load_tasks
 from ac_env.trajectory import Trajectory
-from ac_train.batched_acts import BatchedActs
-from ac_train.grpo import (
-    DemonstrationStarts,
-    GRPOConfig,
-    GRPOTrainer,
-    StepMetrics,
-    read_metrics,
-)
-from ac_train.models import TransformersPolicy, load_model
+from ac_train.grpo.config import DemonstrationStarts, GRPOConfig
+from ac_train.grpo.metrics import StepMetrics, read_metrics
+from ac_train.grpo.start_probe import PROBE_FILE, read_probe
+from ac_train.grpo.start_states import StartState, demonstration_starts
+from ac_train.grpo.trainer import GRPOTrainer
+from ac_train.models.batched_acts import BatchedActs
+from ac_train.models.checkpoints import load_model
+from ac_train.models.policy import TransformersPolicy
 from ac_train.segments import segment_trajectory
 from ac_train.sft import SFTRunConfig, run_sft
-from ac_train.start_probe import PROBE_FILE, read_probe
-from ac_train.start_states import StartState, demonstration_starts
 
 ENV: dict[str, Any] = {"split": "easy", "forced_compaction_threshold": 6144}
 MAX_ENV_STEPS, CONTEXT_WINDOW = 50, 8192  # SmolLM2's window

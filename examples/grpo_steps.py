@@ -17,7 +17,8 @@ from pathlib import Path
 
 import torch
 
-from ac_train.grpo import GRPOConfig, GRPOTrainer
+from ac_train.grpo.config import GRPOConfig
+from ac_train.grpo.trainer import GRPOTrainer
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experi
 from trl import GRPOConfig, GRPOTrainer
 
 from ac_train.integrations.trl import AutoCompactRollout, TRLRolloutConfig
-from ac_train.models import load_model, tiny_model_and_tokenizer
+from ac_train.models.checkpoints import load_model, tiny_model_and_tokenizer
 
 
 def main() -> None:

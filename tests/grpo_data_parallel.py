@@ -22,11 +22,12 @@ import torch
 from accelerate import Accelerator
 
 from ac_env.trajectory import Trajectory
-from ac_train.async_rl import AsyncGRPOTrainer
 from ac_train.cli import main
-from ac_train.grpo import GRPOConfig, GRPOTrainer, learner_step
-from ac_train.grpo_loss import PolicySequence
-from ac_train.models import tiny_model_and_tokenizer
+from ac_train.grpo.async_trainer import AsyncGRPOTrainer
+from ac_train.grpo.config import GRPOConfig
+from ac_train.grpo.loss import PolicySequence
+from ac_train.grpo.trainer import GRPOTrainer, learner_step
+from ac_train.models.checkpoints import tiny_model_and_tokenizer
 
 Groups = list[list[PolicySequence]]
 

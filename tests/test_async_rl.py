@@ -12,10 +12,17 @@ import pytest
 import torch
 
 from ac_env.trajectory import Trajectory
-from ac_train.async_rl import AsyncConfig, AsyncGRPOTrainer, GroupQueue, RolloutWorkerError
 from ac_train.cli import main
-from ac_train.grpo import TRAINER_STATE, GRPOConfig, RolloutGroup, read_metrics
-from ac_train.models import tiny_model_and_tokenizer
+from ac_train.grpo.async_trainer import (
+    AsyncConfig,
+    AsyncGRPOTrainer,
+    GroupQueue,
+    RolloutWorkerError,
+)
+from ac_train.grpo.config import GRPOConfig
+from ac_train.grpo.metrics import read_metrics
+from ac_train.grpo.trainer import TRAINER_STATE, RolloutGroup
+from ac_train.models.checkpoints import tiny_model_and_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

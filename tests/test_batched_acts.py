@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from ac_env.agents.errors import ContextLengthError
-from ac_train.batched_acts import BatchedActs
-from ac_train.decode_cache import shared_prefix_length
-from ac_train.models import SamplingSettings, TransformersPolicy, tiny_model_and_tokenizer
+from ac_train.models.batched_acts import BatchedActs
+from ac_train.models.checkpoints import tiny_model_and_tokenizer
+from ac_train.models.decode_cache import shared_prefix_length
+from ac_train.models.policy import SamplingSettings, TransformersPolicy
 
 GREEDY = SamplingSettings(max_new_tokens=12)
 

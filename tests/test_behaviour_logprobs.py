@@ -8,9 +8,10 @@ import random
 import pytest
 from test_grpo import assert_same_grads, grads, logprobs_of, segment
 
-from ac_train.grpo_config import GRPOConfig
-from ac_train.grpo_loss import ClipRange, accumulate_gradients, policy_sequences
-from ac_train.models import SamplingSettings, TransformersPolicy, tiny_model_and_tokenizer
+from ac_train.grpo.config import GRPOConfig
+from ac_train.grpo.loss import ClipRange, accumulate_gradients, policy_sequences
+from ac_train.models.checkpoints import tiny_model_and_tokenizer
+from ac_train.models.policy import SamplingSettings, TransformersPolicy
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -77,7 +77,7 @@ def test_collect_without_a_judge_executes_the_candidate(tiny_task_file, tmp_path
 
 @pytest.mark.slow
 def test_collect_exports_segments_with_judge_tokens(tiny_task_file, tmp_path):
-    from ac_train.models import tiny_model_and_tokenizer
+    from ac_train.models.checkpoints import tiny_model_and_tokenizer
 
     _, tokenizer = tiny_model_and_tokenizer()
     tokenizer.save_pretrained(tmp_path / "tokenizer")

@@ -3,8 +3,8 @@ import torch
 from transformers import Qwen3Config
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
-from ac_train.decode_cache import ReservedLayer, reserved_cache
-from ac_train.models import tiny_model_and_tokenizer
+from ac_train.models.checkpoints import tiny_model_and_tokenizer
+from ac_train.models.decode_cache import ReservedLayer, reserved_cache
 
 
 @pytest.fixture(scope="module")

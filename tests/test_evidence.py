@@ -1,4 +1,4 @@
-"""What the execution history shows (``ac_train.evidence``): places from a failing run's
+"""What the execution history shows (``ac_train.judge.evidence``): places from a failing run's
 pointer and the code read, workspace changes and verification, and the summary claims the
 history does not support. Outputs are in the formats real runs print (pytest's short and long
 tracebacks, the reference agent's fault ranking, ``cat -n``, ``grep -n``)."""
@@ -12,7 +12,7 @@ import ac_env  # noqa: F401  (registers the ids)
 from ac_env.agents.reference import ReferenceAgent
 from ac_env.agents.rollout import rollout
 from ac_env.trajectory import ToolResult
-from ac_train.evidence import Evidence, may_change_workspace, unsupported_claims
+from ac_train.judge.evidence import Evidence, may_change_workspace, unsupported_claims
 
 SHORT_TRACEBACK = """\
 FF.                                                                      [100%]

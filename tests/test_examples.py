@@ -42,7 +42,7 @@ def run_example(name: str, *args: str, cwd: Path, timeout: int = 240) -> str:
 
 
 def save_tiny_model(path: Path) -> None:
-    from ac_train.models import tiny_model_and_tokenizer
+    from ac_train.models.checkpoints import tiny_model_and_tokenizer
 
     model, tokenizer = tiny_model_and_tokenizer()
     model.save_pretrained(path)

@@ -4,8 +4,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from ac_train.gguf_export import export_gguf
-from ac_train.models import load_model, smollm2_gguf_path, tiny_model_and_tokenizer
+from ac_train.models.checkpoints import load_model, smollm2_gguf_path, tiny_model_and_tokenizer
+from ac_train.models.gguf_export import export_gguf
 
 
 @pytest.mark.slow

@@ -14,27 +14,23 @@ import torch
 
 from ac_env.prompts import system_prompt
 from ac_env.trajectory import Trajectory
+from ac_train.advantages import group_advantages
 from ac_train.cli import build_parser, grpo_config, main
-from ac_train.grpo import (
-    GRPOConfig,
-    GRPOTrainer,
-    ScoredRollout,
-    latest_checkpoint,
-    learner_step,
-    read_metrics,
-)
-from ac_train.grpo_loss import (
+from ac_train.grpo.config import GRPOConfig
+from ac_train.grpo.loss import (
     ClipRange,
     PolicySequence,
     accumulate_gradients,
     clipped_loss_sum,
-    group_advantages,
     micro_batches,
     policy_sequences,
     shared_prefix,
     step_batch,
 )
-from ac_train.models import TransformersPolicy, tiny_model_and_tokenizer
+from ac_train.grpo.metrics import ScoredRollout, read_metrics
+from ac_train.grpo.trainer import GRPOTrainer, latest_checkpoint, learner_step
+from ac_train.models.checkpoints import tiny_model_and_tokenizer
+from ac_train.models.policy import TransformersPolicy
 from ac_train.segments import Segment, TokenKind
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

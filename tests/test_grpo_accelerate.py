@@ -13,8 +13,8 @@ import pytest
 import torch
 from grpo_data_parallel import CONFIG, batch, share, train
 
-from ac_train.grpo import read_metrics
-from ac_train.models import tiny_model_and_tokenizer
+from ac_train.grpo.metrics import read_metrics
+from ac_train.models.checkpoints import tiny_model_and_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -45,7 +45,7 @@ def test_the_gguf_travels_in_parts_and_joins_only_when_all_came(tmp_path: Path) 
 
 @pytest.mark.slow
 def test_run_writes_the_metrics_and_the_plot_in_a_reduced_mode(tmp_path: Path) -> None:
-    from ac_train.models import tiny_model_and_tokenizer
+    from ac_train.models.checkpoints import tiny_model_and_tokenizer
 
     model, tokenizer = tiny_model_and_tokenizer()
     model.save_pretrained(tmp_path / "tiny")

@@ -13,7 +13,7 @@ from types import ModuleType
 
 from pydantic import BaseModel
 
-from ac_train.grpo_metrics import METRICS_FILE, StepMetrics
+from ac_train.grpo.metrics import METRICS_FILE, StepMetrics
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "grpo_real_run.py"
 

@@ -12,8 +12,9 @@ import pytest
 
 from ac_env.agents.errors import PolicyError
 from ac_env.agents.http import OpenAIChatPolicy
-from ac_train.models import TransformersPolicy, load_model, tiny_model_and_tokenizer
-from ac_train.serve import ChatCompletionServer, serving_in_thread
+from ac_train.models.checkpoints import load_model, tiny_model_and_tokenizer
+from ac_train.models.policy import TransformersPolicy
+from ac_train.models.serve import ChatCompletionServer, serving_in_thread
 
 KEY_ENV = "AC_TEST_CHAT_API_KEY"
 SERVER_KEY = "sk-test-server-key-0123456789"

@@ -12,16 +12,16 @@ from ac_env.actions import Bash, Compact, TerminalParser
 from ac_env.analysis.audit import changed_files
 from ac_env.compaction import summary_problems
 from ac_env.policy import PolicyOutput
-from ac_train.evidence import unsupported_claims
-from ac_train.judge import JudgeView, Verdict, apply_verdict, correction_rubric
-from ac_train.llm_judge import LLMJudge, parse_verdict
-from ac_train.oracle_judge import (
+from ac_train.judge.evidence import unsupported_claims
+from ac_train.judge.llm import LLMJudge, parse_verdict
+from ac_train.judge.oracle import (
     Facts,
     OracleJudge,
     oracle_summary,
     planned_command,
     summary_problems_against_state,
 )
+from ac_train.judge.review import JudgeView, Verdict, apply_verdict, correction_rubric
 
 RUN_TESTS = "```bash\npython3 -m pytest -q -p no:cacheprovider 2>&1 | tail -n 20\n```"
 READ_ROOT = "```bash\ncat calc/ops.py\n```"
@@ -371,7 +371,8 @@ def test_llm_judge_sees_the_real_diff_and_test_tally(env):
 
 @pytest.mark.slow
 def test_llm_judge_on_a_real_model_never_crashes(env):
-    from ac_train.models import TransformersPolicy, tiny_model_and_tokenizer
+    from ac_train.models.checkpoints import tiny_model_and_tokenizer
+    from ac_train.models.policy import TransformersPolicy
 
     model, tokenizer = tiny_model_and_tokenizer()
     judge = LLMJudge(TransformersPolicy(model, tokenizer, max_new_tokens=16, seed=0))

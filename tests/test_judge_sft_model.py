@@ -92,7 +92,7 @@ def corrected_segments(task: Task, root: Path):
 @pytest.mark.model
 @pytest.mark.timeout(900)  # two collections, two SFT steps and three loads: 200-330 s on 2 cores
 def test_sft_on_corrections_lowers_the_loss_on_a_held_out_task(tmp_path):
-    from ac_train.models import load_model
+    from ac_train.models.checkpoints import load_model
     from ac_train.sft import SFTRunConfig, run_sft, trained_token_loss
 
     torch.set_num_threads(1)

@@ -61,7 +61,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("integrations", ("ac_env.integrations",)),  # other frameworks' adapters, on the env
     ("bench", ("ac_env.bench",)),  # the ac-bench application
     ("cli", ("ac_env.cli",)),  # `ac-env`: tasks (mining) and serve (integrations)
-    ("train", ("ac_train",)),
+    # ac_train: the data every trainer shares, then the wings, then what runs them
+    ("train-data", ("ac_train.__init__", "ac_train.segments", "ac_train.advantages")),
+    ("train-models", ("ac_train.models",)),  # loading, generating, serving
+    ("train-judge", ("ac_train.judge",)),  # knows no model: a judge is given its policy
+    ("train-stages", ("ac_train.sft", "ac_train.collect", "ac_train.shadow_eval", "ac_train.grpo")),
+    ("train-integrations", ("ac_train.integrations",)),  # other trainers' adapters
+    ("train-cli", ("ac_train.cli",)),
 )
 # Applications: no module outside one imports it, whatever the layers allow (``ac_train`` sits
 # above ``ac_env.bench`` only because ``ac_env`` never imports ``ac_train``).
@@ -216,6 +222,9 @@ def test_every_forbidden_edge_is_named(tmp_path):
             # the trainer, or a shared piece, leaning on the benchmark application
             "ac_train/models.py": "from ac_env.bench.runner import run_episode\n",
             "ac_env/runs/__init__.py": "def f():\n    from ac_env import bench\n",
+            # a wing reaching sideways into the trainer that uses it
+            "ac_train/judge/oracle.py": "from ac_train.grpo.trainer import GRPOTrainer\n",
+            "ac_train/grpo/trainer.py": "",
         },
     )
     assert violations(tmp_path) == [
@@ -224,8 +233,11 @@ def test_every_forbidden_edge_is_named(tmp_path):
         "ac_env/runs/__init__.py:2: ac_env.runs.__init__ imports ac_env.bench.__init__: "
         "ac_env.bench is an application, not a library",
         "ac_env/runs/workers.py:1: ac_env.runs.workers imports torch",
-        "ac_env/runs/workers.py:2: ac_env.runs.workers (runs) imports ac_train.models (train)",
+        "ac_env/runs/workers.py:2: ac_env.runs.workers (runs) imports ac_train.models "
+        "(train-models)",
         "ac_env/tasks/model.py:1: ac_env.tasks.model (tasks) imports ac_env.sandbox.base (sandbox)",
+        "ac_train/judge/oracle.py:1: ac_train.judge.oracle (train-judge) imports "
+        "ac_train.grpo.trainer (train-stages)",
         "ac_train/models.py:1: ac_train.models imports ac_env.bench.runner: "
         "ac_env.bench is an application, not a library",
     ]

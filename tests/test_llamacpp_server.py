@@ -22,10 +22,10 @@ from served_llamacpp import needs_llamacpp
 from ac_env.agents.http import OpenAIChatPolicy
 from ac_env.agents.rollout import rollout
 from ac_env.policy import SamplingConfig, missing_token_records
-from ac_train.gguf_export import export_gguf
-from ac_train.grpo_loss import collate, policy_sequences, token_logprobs
-from ac_train.llamacpp import llamacpp_server, quantize_q8_0
-from ac_train.models import load_model, smollm2_gguf_path
+from ac_train.grpo.loss import collate, policy_sequences, token_logprobs
+from ac_train.models.checkpoints import load_model, smollm2_gguf_path
+from ac_train.models.gguf_export import export_gguf
+from ac_train.models.llamacpp import llamacpp_server, quantize_q8_0
 from ac_train.segments import segment_trajectory
 
 pytestmark = [pytest.mark.slow, needs_llamacpp]
@@ -98,7 +98,7 @@ def test_an_episode_segments_where_the_server_saw_other_tokens_and_its_log_probs
     sampled output's text re-tokenizes to other ids the next prompt the server saw really does
     hold other tokens: a new part starts there (``prefix_mismatch="split"``), and every
     sampled token is still trained exactly once, with the server's log-probs. A server that
-    returns the prompt ids it used (vLLM, ``ac_train.serve``) records them instead."""
+    returns the prompt ids it used (vLLM, ``ac_train.models.serve``) records them instead."""
     model, tokenizer = learner
     env = gym.make(
         "AutoCompact-SWE-v0", task_source="builtin", split="easy", sandbox="local", max_steps=6

@@ -17,8 +17,8 @@ import ac_env  # noqa: F401  (registers the ids)
 from ac_env.agents.errors import ModelServerError
 from ac_env.policy import PolicyOutput, SamplingConfig
 from ac_train.collect import make_judge
-from ac_train.judge import JudgeView
-from ac_train.llm_judge import VERDICT_SCHEMA, LLMJudge, ServedVerdicts
+from ac_train.judge.llm import VERDICT_SCHEMA, LLMJudge, ServedVerdicts
+from ac_train.judge.review import JudgeView
 
 RUN_TESTS = "```bash\npython3 -m pytest -q -p no:cacheprovider 2>&1 | tail -n 20\n```"
 READ_ROOT = "```bash\ncat calc/ops.py\n```"
@@ -133,8 +133,8 @@ def test_smollm2_on_llamacpp_answers_every_review_with_a_verdict(env):
     """With the schema constraint the 135M model always answers in the format; what it
     answers is poor (``benchmarks/llm_judge_agreement.py`` measures it), so only the format
     and the judge's handling are asserted here."""
-    from ac_train.llamacpp import llamacpp_server
-    from ac_train.models import smollm2_gguf_path
+    from ac_train.models.checkpoints import smollm2_gguf_path
+    from ac_train.models.llamacpp import llamacpp_server
 
     views = [
         (view_after(env, RUN_TESTS), READ_ROOT),

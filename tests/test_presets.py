@@ -15,9 +15,10 @@ import torch
 from ac_env.actions import SUMMARY_HEADER
 from ac_env.policy import PolicyOutput
 from ac_env.trajectory import Trajectory
-from ac_train.grpo import GRPO_PRESETS, GRPOConfig, GRPOTrainer
-from ac_train.grpo_loss import policy_sequences
-from ac_train.models import tiny_model_and_tokenizer
+from ac_train.grpo.config import GRPO_PRESETS, GRPOConfig
+from ac_train.grpo.loss import policy_sequences
+from ac_train.grpo.trainer import GRPOTrainer
+from ac_train.models.checkpoints import tiny_model_and_tokenizer
 from ac_train.segments import ChatRenderer, segment_trajectory
 from ac_train.sft import SFT_PRESETS, SFTRunConfig, run_sft
 

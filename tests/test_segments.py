@@ -15,7 +15,8 @@ from ac_env import PolicyOutput
 from ac_env.agents.rollout import rollout
 from ac_env.compaction.texts import COMPACTION_REQUEST, WORKING_STATE_REQUEST
 from ac_env.trajectory import CompactionEvent, ModelCall, Trajectory
-from ac_train.models import TransformersPolicy, tiny_model_and_tokenizer
+from ac_train.models.checkpoints import tiny_model_and_tokenizer
+from ac_train.models.policy import TransformersPolicy
 from ac_train.segments import (
     ChatRenderer,
     PrefixMismatchError,

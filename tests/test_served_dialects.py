@@ -12,7 +12,7 @@ from ac_env.agents.http import OpenAIChatPolicy, TokenVocabulary
 from ac_env.policy import SamplingConfig, missing_token_records
 from ac_env.runs.workers import policy_factory, require_token_records
 from ac_env.strategies import get_strategy
-from ac_train.models import tiny_model_and_tokenizer
+from ac_train.models.checkpoints import tiny_model_and_tokenizer
 
 CHAT = [{"role": "user", "content": "List the files."}]
 TEXT = "```bash\nls -la\n```"

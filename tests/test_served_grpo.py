@@ -12,10 +12,11 @@ from served_llamacpp import learner_logprobs, needs_llamacpp
 
 from ac_env.agents.http import OpenAIChatPolicy
 from ac_env.policy import SamplingConfig
-from ac_train.grpo import GRPOConfig, GRPOTrainer
-from ac_train.llamacpp import llamacpp_server
-from ac_train.models import smollm2_gguf_path
-from ac_train.served_sampler import prepare_slots, slot_paths
+from ac_train.grpo.config import GRPOConfig
+from ac_train.grpo.trainer import GRPOTrainer
+from ac_train.models.checkpoints import smollm2_gguf_path
+from ac_train.models.llamacpp import llamacpp_server
+from ac_train.models.served_sampler import prepare_slots, slot_paths
 
 pytestmark = [pytest.mark.slow, needs_llamacpp]
 

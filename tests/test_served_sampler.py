@@ -3,10 +3,10 @@ alias the rollouts then name, and the version every output carries."""
 
 import pytest
 
-import ac_train.served_sampler as served_sampler
+import ac_train.models.served_sampler as served_sampler
 from ac_env.policy import SamplingConfig
-from ac_train.grpo import GRPOConfig
-from ac_train.served_sampler import ServedSampler, parse_sampler, prepare_slots, slot_paths
+from ac_train.grpo.config import GRPOConfig
+from ac_train.models.served_sampler import ServedSampler, parse_sampler, prepare_slots, slot_paths
 
 
 def test_pushes_alternate_slots_and_rollouts_name_the_one_just_written(tmp_path, monkeypatch):

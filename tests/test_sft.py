@@ -16,8 +16,8 @@ from ac_env.compaction.texts import COMPACTION_REQUEST
 from ac_env.policy import PolicyOutput
 from ac_env.trajectory import Trajectory
 from ac_train.cli import build_parser, main, sft_config
-from ac_train.judge import Verdict, apply_verdict
-from ac_train.models import load_model, tiny_model_and_tokenizer
+from ac_train.judge.review import Verdict, apply_verdict
+from ac_train.models.checkpoints import load_model, tiny_model_and_tokenizer
 from ac_train.segments import IGNORE_INDEX, Segment, read_segments, segment_trajectory
 from ac_train.sft import (
     SFTRunConfig,

@@ -10,10 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from ac_env.trajectory import Trajectory
-from ac_train.grpo import GRPOConfig, GRPOTrainer
-from ac_train.grpo_config import DemonstrationStarts
-from ac_train.models import tiny_model_and_tokenizer
-from ac_train.start_probe import (
+from ac_train.grpo.config import DemonstrationStarts, GRPOConfig
+from ac_train.grpo.start_probe import (
     PROBE_FILE,
     PassRate,
     ProbeResult,
@@ -22,7 +20,9 @@ from ac_train.start_probe import (
     read_probe,
     write_probe,
 )
-from ac_train.task_draw import GroupOutcome, TaskDraw
+from ac_train.grpo.task_draw import GroupOutcome, TaskDraw
+from ac_train.grpo.trainer import GRPOTrainer
+from ac_train.models.checkpoints import tiny_model_and_tokenizer
 
 
 def probed(start_id: str, passes: int, samples: int = 2) -> ProbeResult:

@@ -15,13 +15,15 @@ from ac_env.agents.reference import ReferenceAgent
 from ac_env.agents.rollout import rollout
 from ac_env.policy import PolicyOutput
 from ac_env.trajectory import Trajectory
-from ac_train.async_rl import AsyncGRPOTrainer
 from ac_train.cli import main
-from ac_train.grpo import DemonstrationStarts, GRPOConfig, GRPOTrainer
-from ac_train.grpo_loss import policy_sequences
-from ac_train.models import TransformersPolicy, tiny_model_and_tokenizer
+from ac_train.grpo.async_trainer import AsyncGRPOTrainer
+from ac_train.grpo.config import DemonstrationStarts, GRPOConfig
+from ac_train.grpo.loss import policy_sequences
+from ac_train.grpo.start_states import StartState, demonstration_starts, policy_events
+from ac_train.grpo.trainer import GRPOTrainer
+from ac_train.models.checkpoints import tiny_model_and_tokenizer
+from ac_train.models.policy import TransformersPolicy
 from ac_train.segments import segment_trajectory
-from ac_train.start_states import StartState, demonstration_starts, policy_events
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -3,7 +3,7 @@ import random
 import pytest
 from pydantic import ValidationError
 
-from ac_train.task_draw import GroupOutcome, TaskDraw
+from ac_train.grpo.task_draw import GroupOutcome, TaskDraw
 
 TASKS = [f"task-{i}" for i in range(6)]
 

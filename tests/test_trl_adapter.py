@@ -16,14 +16,14 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from ac_env.trajectory import Trajectory
-from ac_train.grpo_loss import group_advantages
+from ac_train.advantages import group_advantages
 from ac_train.integrations.trl import (
     AutoCompactRollout,
     Episode,
     SegmentSlotsExceeded,
     TRLRolloutConfig,
 )
-from ac_train.models import tiny_model_and_tokenizer
+from ac_train.models.checkpoints import tiny_model_and_tokenizer
 from ac_train.segments import segment_trajectory
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -59,7 +59,7 @@ def test_the_project_registers_hf_from_ac_train():
     by reinstalling the package)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     workers = project["entry-points"][WORKER_ENTRY_POINTS]
-    assert workers == {"hf": "ac_train.models:hf_worker"}
-    from ac_train.models import hf_worker
+    assert workers == {"hf": "ac_train.models.policy:hf_worker"}
+    from ac_train.models.policy import hf_worker
 
     assert EntryPoint("hf", workers["hf"], WORKER_ENTRY_POINTS).load() is hf_worker

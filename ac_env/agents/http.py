@@ -1,10 +1,10 @@
 """A policy served by any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, SGLang,
-llama.cpp, ``python -m ac_train.serve``), over the standard library's HTTP client.
+llama.cpp, ``python -m ac_train.models.serve``), over the standard library's HTTP client.
 
 Token records for training (``server`` picks the dialect; ``"auto"`` reads ``owned_by`` from
 ``GET /models``):
 
-- ``vllm`` (and ``ac_train.serve``): ``logprobs`` and vLLM's ``return_token_ids`` give the
+- ``vllm`` (and ``ac_train.models.serve``): ``logprobs`` and vLLM's ``return_token_ids`` give the
   prompt ids, the sampled ids and their log-probs. vLLM reports log-probs at the sampling
   temperature only when started with ``--logprobs-mode processed_logprobs``.
 - ``llamacpp`` (llama-cpp-python's server, ``llama-server``): log-probs come only when
@@ -49,7 +49,7 @@ MAX_RETRY_AFTER_S = 60.0
 ServerDialect = Literal["openai", "vllm", "sglang", "llamacpp"]
 SERVER_OWNERS: dict[str, ServerDialect] = {
     "vllm": "vllm",
-    "autocompact": "vllm",  # ac_train.serve speaks vLLM's return_token_ids
+    "autocompact": "vllm",  # ac_train.models.serve speaks vLLM's return_token_ids
     "sglang": "sglang",
     "llamacpp": "llamacpp",  # llama-server
     "me": "llamacpp",  # llama-cpp-python's server
@@ -108,7 +108,7 @@ class OpenAIChatPolicy:
     ``ModelServerError`` (infrastructure), except a 400, 413 or 422, which blames the request
     and raises ``PolicyError`` (the policy's outcome). ``logprobs=True`` asks for the sampled
     tokens' log-probs (``output_logprobs``); ``return_token_ids=True`` asks for prompt and
-    output token ids (vLLM's ``return_token_ids``, also served by ``ac_train.serve``).
+    output token ids (vLLM's ``return_token_ids``, also served by ``ac_train.models.serve``).
     The usage of the latest call is kept in ``last_usage``.
     """
 

@@ -139,7 +139,7 @@ def require_token_records(policy: Policy, where: str) -> None:
         dialect = getattr(inner, "dialect", None)
         raise ValueError(
             f"{where}: the policy's server ({dialect or 'unknown'} dialect) gives no "
-            f"{' and no '.join(missing)}; training needs both. vLLM and ac_train.serve give "
+            f"{' and no '.join(missing)}; training needs both. vLLM and ac_train.models.serve give "
             "them; llama.cpp and SGLang give them with the model's tokenizer and at "
             "temperature 0 or 1"
         )

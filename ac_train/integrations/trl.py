@@ -25,7 +25,7 @@ Why this extension point. TRL 1.16 offers three:
 
 Advantages. TRL computes ``reward - mean(group)`` (``scale_rewards="none"``, which this adapter
 requires). Every slot of an episode is scored with the episode's advantage computed as our
-learner does (``ac_train.grpo_loss.group_advantages``: the episode's grade against its
+learner does (``ac_train.advantages.segment_group``: the episode's grade against its
 group's, scaled by the group's std unless ``scale_advantages_by_std`` is off); each episode
 fills the same number of slots, so the group mean TRL subtracts is zero (up to float rounding)
 and every row trains with its episode's advantage. An infrastructure failure (no grade) scores
@@ -53,9 +53,9 @@ import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
 from ac_env.agents.rollout import RolloutJob, rollout_many
 from ac_env.tokens import HFTokenCounter
 from ac_env.trajectory import Trajectory
-from ac_train.grpo_loss import group_advantages
-from ac_train.models import TransformersPolicy
-from ac_train.segments import PrefixMismatch, Segment, segment_trajectory
+from ac_train.advantages import segment_group
+from ac_train.models.policy import TransformersPolicy
+from ac_train.segments import PrefixMismatch, Segment
 
 ENV_ID = "AutoCompact-SWE-v0"
 ADVANTAGE = "autocompact_advantage"
@@ -280,19 +280,17 @@ class AutoCompactRollout:
         episodes = []
         for start in range(0, len(trajectories), config.episodes_per_group):
             group = trajectories[start : start + config.episodes_per_group]
-            advantages = group_advantages(
+            rollouts = segment_group(
+                group,
                 [t.reward for t in group],
+                self.tokenizer,
+                run_ids=[f"call{self._calls}-rank{rank}-{start + i}" for i in range(len(group))],
+                prefix_mismatch=config.prefix_mismatch,
                 scale_by_std=config.scale_advantages_by_std,
                 eps=config.advantage_eps,
             )
-            for offset, (trajectory, advantage) in enumerate(zip(group, advantages, strict=True)):
-                run_id = f"call{self._calls}-rank{rank}-{start + offset}"
-                segments = segment_trajectory(
-                    trajectory,
-                    self.tokenizer,
-                    run_id=run_id,
-                    prefix_mismatch=config.prefix_mismatch,
-                )
+            for trajectory, rollout in zip(group, rollouts, strict=True):
+                segments, advantage, run_id = rollout.segments, rollout.advantage, rollout.run_id
                 trajectory_id = segments[0].trajectory_id if segments else run_id
                 if len(segments) > config.segments_per_episode:
                     raise SegmentSlotsExceeded(

@@ -1,6 +1,6 @@
 """A small OpenAI-compatible chat-completions server for a local ``TransformersPolicy``.
 
-    python -m ac_train.serve --model smollm2 --port 8000
+    python -m ac_train.models.serve --model smollm2 --port 8000
 
 Serves ``POST /v1/chat/completions`` (``messages``, ``temperature``, ``top_p``, ``max_tokens``,
 ``logprobs``, and vLLM's ``return_token_ids``) and ``GET /v1/models`` on loopback by default.
@@ -29,7 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ac_env.agents.errors import ContextLengthError
 from ac_env.policy import PolicyOutput
-from ac_train.models import SMOLLM2, SamplingSettings, TransformersPolicy, load_model
+from ac_train.models.checkpoints import SMOLLM2, load_model
+from ac_train.models.policy import SamplingSettings, TransformersPolicy
 
 MAX_REQUEST_BYTES = 32 * 1024 * 1024
 log = logging.getLogger(__name__)

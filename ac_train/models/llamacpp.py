@@ -6,9 +6,9 @@
 Needs ``llama-cpp-python[server]`` (``bash scripts/llamacpp.sh install``). Several models are
 served by alias from one config file; the server holds one in memory and loads another from its
 file when a request names it (which is how a served sampler's weights are swapped:
-``ac_train.served_sampler``). ``n_ctx`` is the context window it allocates.
+``ac_train.models.served_sampler``). ``n_ctx`` is the context window it allocates.
 
-``quantize_q8_0`` shrinks a float32 GGUF (what ``ac_train.gguf_export`` writes) to 8-bit
+``quantize_q8_0`` shrinks a float32 GGUF (what ``ac_train.models.gguf_export`` writes) to 8-bit
 weights, which llama.cpp decodes several times faster than float32.
 """
 

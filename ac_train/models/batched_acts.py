@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ac_env.policy import PolicyOutput
-from ac_train.models import TransformersPolicy
+from ac_train.models.policy import TransformersPolicy
 
 
 @dataclass

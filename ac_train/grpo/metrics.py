@@ -18,15 +18,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
 from ac_env.trajectory import Trajectory
-from ac_train.grpo_config import GRPOConfig
-from ac_train.grpo_loss import (
+from ac_train.grpo.config import GRPOConfig
+from ac_train.grpo.loss import (
     LearnerStats,
 )
-from ac_train.start_states import (
+from ac_train.grpo.start_states import (
     policy_compactions,
     policy_events,
 )
-from ac_train.task_draw import GroupOutcome
+from ac_train.grpo.task_draw import GroupOutcome
 
 METRICS_FILE = "metrics.jsonl"
 

@@ -14,8 +14,8 @@ the output to execute instead:
 ``apply_verdict`` turns a verdict into the ``PolicyOutput`` the env executes: a correction is
 recorded as ``produced_by="judge"`` with the rejected candidate and the correction type, so the
 data holds what really happened after the correction. Both judges follow one rubric
-(``correction_rubric``): ``OracleJudge`` (``ac_train.oracle_judge``) implements it from what the
-execution history shows, ``LLMJudge`` (``ac_train.llm_judge``) asks a model to apply it.
+(``correction_rubric``): ``OracleJudge`` (``ac_train.judge.oracle``) implements it from what the
+execution history shows, ``LLMJudge`` (``ac_train.judge.llm``) asks a model to apply it.
 """
 
 from __future__ import annotations

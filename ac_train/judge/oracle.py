@@ -1,7 +1,7 @@
 """The oracle judge: reviews each proposed step from what the execution history shows.
 
 The method's Judge "only receives the execution history that exists at that moment". This one
-decides from ``ac_train.evidence`` (the commands run so far, their outputs, the task
+decides from ``ac_train.judge.evidence`` (the commands run so far, their outputs, the task
 statement) and the real workspace (``git diff``: what those commands left), by the rubric
 every judge follows (``ac_train.judge.CORRECTION_RUBRIC``). The bug is **located** once the
 history shows a *place*: a failing run's traceback, fault ranking or failing statement points
@@ -18,7 +18,7 @@ is non-empty. Three checks, in this order:
 - **working_state** (every summary, proactive or forced; and a forced request answered by
   something that is not a summary): the summary audit's workspace, test and plan classes
   (``ac_env.analysis.audit``), a shown place not named, the task not restated, and any assertion
-  the history does not support (``ac_train.evidence.unsupported_claims``).
+  the history does not support (``ac_train.judge.evidence.unsupported_claims``).
 - **continuation** (within ``continuation_window`` steps after a compaction whose summary
   plans a command): the candidate re-reads a file the summary recorded, repeats a search
   from before the compaction, or, as the first step, ignores the plan; the replacement is the
@@ -54,8 +54,8 @@ from ac_env.compaction.texts import COMPACTION_REQUEST
 from ac_env.policy import PolicyOutput
 from ac_env.tasks import Task
 from ac_env.trajectory import CompactionEvent, ToolResult
-from ac_train.evidence import Evidence, Place, is_search_or_read, unsupported_claims
-from ac_train.judge import ACCEPT, JudgeView, Verdict
+from ac_train.judge.evidence import Evidence, Place, is_search_or_read, unsupported_claims
+from ac_train.judge.review import ACCEPT, JudgeView, Verdict
 
 _BACKTICKED = re.compile(r"```(?:bash)?\s*\n(.+?)\n```|`([^`\n]+)`", re.DOTALL)
 _TEST_COMMAND = "python3 -m pytest -q -p no:cacheprovider"

@@ -1,6 +1,6 @@
 """The configuration of a GRPO run (``GRPOConfig``), its reverse-curriculum starts
 (``DemonstrationStarts``) and the presets that name the method's RL rows (``GRPO_PRESETS``): the
-settings ``ac_train.grpo.GRPOTrainer`` and ``ac_train.async_rl`` run under (the defaults and
+settings ``ac_train.grpo.GRPOTrainer`` and ``AsyncGRPOTrainer`` run under (the defaults and
 presets: ``ac_train.grpo``'s docstring)."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from transformers import PreTrainedTokenizerBase
 import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
 from ac_env.strategies import get_strategy
 from ac_env.tokens import HFTokenCounter
-from ac_train.grpo_loss import Behaviour, ClipRange, TokenMean
+from ac_train.grpo.loss import Behaviour, ClipRange, TokenMean
+from ac_train.models.served_sampler import parse_sampler
 from ac_train.segments import PrefixMismatch
-from ac_train.served_sampler import parse_sampler
 
 ENV_ID = "AutoCompact-SWE-v0"
 
@@ -26,7 +26,7 @@ ENV_ID = "AutoCompact-SWE-v0"
 class DemonstrationStarts(BaseModel):
     """Rollouts that start part-way through the reference agent's solved episode of each task
     (a reverse curriculum for a model too weak to solve tasks from the start; see
-    ``ac_train.start_states``). Only what the policy writes from the start on is trained."""
+    ``ac_train.grpo.start_states``). Only what the policy writes from the start on is trained."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -41,7 +41,7 @@ class DemonstrationStarts(BaseModel):
         ge=0,
         description="rollouts of the starting policy from each start state before step 1; "
         "the draws then favour the starts likeliest to give a mixed group "
-        "(ac_train.start_probe); 0: no probe",
+        "(ac_train.grpo.start_probe); 0: no probe",
     )
 
     @model_validator(mode="after")
@@ -90,13 +90,13 @@ class GRPOConfig(BaseModel):
         description="decode rollouts together in process: rollouts of one call from a "
         "demonstration start (all on their group's prompt) as one decode per group "
         "(TransformersPolicy's samples_per_prompt); any other rollouts by gathering the model "
-        "calls of the rollout_workers threads into one batch (ac_train.batched_acts: the "
+        "calls of the rollout_workers threads into one batch (ac_train.models.batched_acts: the "
         "prompts' shared prefix once, then every row's own)",
     )
     sampler: str | None = Field(
         default=None,
         description="openai:<model>@<url>: rollouts from a llama.cpp server started on "
-        "sampler_weights (ac_train.served_sampler); None: in-process generation",
+        "sampler_weights (ac_train.models.served_sampler); None: in-process generation",
     )
     sampler_weights: Path | None = Field(
         default=None, description="the served sampler's weight-slot directory"
@@ -114,7 +114,7 @@ class GRPOConfig(BaseModel):
     token_mean: TokenMean = Field(
         default="step",
         description="the loss's token-mean is over every trained token of the step ('step') or "
-        "over the tokens of informative groups only ('informative'); see ac_train.grpo_loss",
+        "over the tokens of informative groups only ('informative'); see ac_train.grpo.loss",
     )
     overlong_masking: bool = Field(
         default=False,
@@ -127,7 +127,7 @@ class GRPOConfig(BaseModel):
         description="what the ratio is taken against: 'learner' (its own log-probs, detached: "
         "exact on-policy, the sampler need not record log-probs) or 'sampler' (the recorded "
         "ones); None: 'learner' for the synchronous trainer, whose samples are on-policy, "
-        "'sampler' for the asynchronous one, whose may be stale (ac_train.grpo_loss)",
+        "'sampler' for the asynchronous one, whose may be stale (ac_train.grpo.loss)",
     )
     importance_cap: float | None = Field(
         default=None,
@@ -164,13 +164,13 @@ class GRPOConfig(BaseModel):
         default=0,
         ge=0,
         description="steps in which a task (or start state) whose latest group's rewards were "
-        "all equal (no gradient) is not drawn; 0: uniform draws (ac_train.task_draw)",
+        "all equal (no gradient) is not drawn; 0: uniform draws (ac_train.grpo.task_draw)",
     )
     favour_mixed: bool = Field(
         default=False,
         description="draw the eligible tasks likeliest to give a mixed group, by a posterior "
         "of each one's pass rate given its groups so far (and the probe's rollouts, which "
-        "imply it); False: uniform draws (ac_train.task_draw)",
+        "imply it); False: uniform draws (ac_train.grpo.task_draw)",
     )
     seed: int = 0
     progress: bool = True

@@ -56,8 +56,10 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ac_env.agents.rollout import rollout
 from ac_env.policy import Policy, PolicyOutput
-from ac_train.grpo import TRAINER_STATE, GRPOConfig, GRPOTrainer, RolloutGroup, StepMetrics
-from ac_train.models import TransformersPolicy
+from ac_train.grpo.config import GRPOConfig
+from ac_train.grpo.metrics import StepMetrics
+from ac_train.grpo.trainer import TRAINER_STATE, GRPOTrainer, RolloutGroup
+from ac_train.models.policy import TransformersPolicy
 
 logger = logging.getLogger(__name__)
 

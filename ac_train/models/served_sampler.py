@@ -2,10 +2,11 @@
 update (``ac-train grpo --sampler openai:<model>@<url> --sampler-weights DIR``).
 
 The mechanism is two weight slots. The server is started on two GGUF files, ``DIR/a.gguf`` and
-``DIR/b.gguf``, served as ``<model>@a`` and ``<model>@b`` (``python -m ac_train.served_sampler
-serve DIR``); it holds one in memory and loads the other from its file when a request names it.
+``DIR/b.gguf``, served as ``<model>@a`` and ``<model>@b``
+(``python -m ac_train.models.served_sampler serve DIR``); it holds one in memory and loads the
+other from its file when a request names it.
 Before the rollouts of policy version ``v`` (the optimizer steps taken), the learner's weights
-are exported (``ac_train.gguf_export``, float32) into the slot the server is not holding, and
+are exported (``ac_train.models.gguf_export``, float32) into the slot the server is not holding, and
 the rollouts name that slot: the server loads it fresh, so every output of version ``v`` comes
 from exactly those weights, and is stamped ``policy_version=v`` (staleness is counted as in the
 asynchronous trainer: versions between generation and use). For vLLM, TRL's ``vllm-serve`` and
@@ -26,7 +27,7 @@ from transformers import PreTrainedModel
 from ac_env.agents.http import OpenAIChatPolicy
 from ac_env.policy import Policy, PolicyOutput, SamplingConfig
 from ac_env.runs.workers import require_token_records
-from ac_train.gguf_export import export_gguf
+from ac_train.models.gguf_export import export_gguf
 
 SLOTS = ("a", "b")
 
@@ -105,10 +106,10 @@ class _Versioned:
 def main(argv: Sequence[str] | None = None) -> None:
     """``serve DIR``: the llama.cpp server on ``DIR``'s two slots (created from ``--initial``,
     default SmolLM2's GGUF, when missing), in the foreground."""
-    from ac_train.llamacpp import server_config
-    from ac_train.models import smollm2_gguf_path
+    from ac_train.models.checkpoints import smollm2_gguf_path
+    from ac_train.models.llamacpp import server_config
 
-    parser = argparse.ArgumentParser(prog="python -m ac_train.served_sampler")
+    parser = argparse.ArgumentParser(prog="python -m ac_train.models.served_sampler")
     parser.add_argument("command", choices=["serve"])
     parser.add_argument("directory", type=Path)
     parser.add_argument("--model", default="smollm2", help="the name the trainer requests")

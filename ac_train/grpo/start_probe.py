@@ -12,7 +12,7 @@ state (``DemonstrationStarts.probe_samples``) and gives each start a posterior o
   mean "probably never" rather than the uniform prior's "could be anything";
 * each start's posterior is that prior updated with its own passes and failures.
 
-The draw (``ac_train.task_draw``, ``GRPOConfig.favour_mixed``) then takes the eligible starts
+The draw (``ac_train.grpo.task_draw``, ``GRPOConfig.favour_mixed``) then takes the eligible starts
 whose posterior chance of a mixed group is highest, the posterior updated with every group's
 rewards as training goes (the probe is only its first evidence; without one, the first draws
 are uniform and each start's own groups are its evidence); its ``skip_uniform_for`` rotates a

@@ -1,16 +1,16 @@
 """Segment-aware GRPO, synchronous: sample, segment, advantage, one optimizer step; repeat.
 
 Each step draws ``tasks_per_step`` tasks (uniformly, or skipping those whose latest group had no
-gradient: ``ac_train.task_draw``) and runs ``rollouts_per_task`` episodes of each from the same
+gradient: ``ac_train.grpo.task_draw``) and runs ``rollouts_per_task`` episodes of each from the same
 start with the current policy (one env per rollout worker, sampling at ``temperature``).
 Every trajectory is cut into segments at its rewrites (``ac_train.segments``); the group-relative
-advantage of the trajectory is shared by all its segments, and ``ac_train.grpo_loss`` takes one
+advantage of the trajectory is shared by all its segments, and ``ac_train.grpo.loss`` takes one
 token-mean clipped step on them. Metrics go to ``OUTPUT_DIR/metrics.jsonl`` (one line a step);
 checkpoints to ``OUTPUT_DIR/checkpoint-<steps done>`` every ``save_every`` steps, and a run
 started again in the same directory continues from the latest one.
 
 ``GRPOTrainer.update`` is the learner's step on a batch of rollout groups, shared with the
-asynchronous trainer (``ac_train.async_rl``), which feeds it groups from rollout workers instead
+asynchronous trainer (``async_trainer``), which feeds it groups from rollout workers instead
 of sampling them in place.
 
 Data-parallel learning goes through HF accelerate: ``accelerate launch --num_processes N -m
@@ -33,8 +33,8 @@ settings: its context window is ``rollout_max_tokens``, forced compaction is off
 model sees is the one it is trained under. The effective env settings are printed when a run
 starts.
 
-The run's settings are ``ac_train.grpo_config`` (``GRPOConfig``), what each step reports
-``ac_train.grpo_metrics`` (``StepMetrics``); this module re-exports both.
+The run's settings are ``ac_train.grpo.config`` (``GRPOConfig``), what each step reports
+``ac_train.grpo.metrics`` (``StepMetrics``); this module re-exports both.
 
 Presets (``GRPO_PRESETS``, ``GRPOConfig.from_preset``) name the RL rows of the method's main
 table: ``autocompact`` (compaction offered, the policy's own judgement, no forced compaction:
@@ -65,18 +65,17 @@ import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
 from ac_env.agents.rollout import RolloutJob, rollout_many
 from ac_env.policy import Policy, SamplingConfig
 from ac_env.trajectory import Trajectory
-from ac_train.batched_acts import BatchedActs
-from ac_train.grpo_config import GRPO_PRESETS, DemonstrationStarts, GRPOConfig
-from ac_train.grpo_loss import (
+from ac_train.advantages import segment_group
+from ac_train.grpo.config import GRPO_PRESETS, DemonstrationStarts, GRPOConfig
+from ac_train.grpo.loss import (
     Behaviour,
     LearnerStats,
     PolicySequence,
     StepBatch,
     accumulate_gradients,
-    group_advantages,
     step_batch,
 )
-from ac_train.grpo_metrics import (
+from ac_train.grpo.metrics import (
     METRICS_FILE,
     ScoredRollout,
     StepFigures,
@@ -86,15 +85,17 @@ from ac_train.grpo_metrics import (
     read_metrics,
     step_metrics,
 )
-from ac_train.models import TransformersPolicy, load_model, smollm2_gguf_path
-from ac_train.segments import Segment, segment_trajectory
-from ac_train.served_sampler import ServedSampler
-from ac_train.start_probe import PROBE_FILE, ProbeResult, read_probe, write_probe
-from ac_train.start_states import (
+from ac_train.grpo.start_probe import PROBE_FILE, ProbeResult, read_probe, write_probe
+from ac_train.grpo.start_states import (
     StartState,
     demonstration_starts,
 )
-from ac_train.task_draw import TaskDraw
+from ac_train.grpo.task_draw import TaskDraw
+from ac_train.models.batched_acts import BatchedActs
+from ac_train.models.checkpoints import load_model, smollm2_gguf_path
+from ac_train.models.policy import TransformersPolicy
+from ac_train.models.served_sampler import ServedSampler
+from ac_train.segments import Segment
 
 logger = logging.getLogger(__name__)
 
@@ -408,21 +409,19 @@ class GRPOTrainer:
         advantage_of: dict[str, float | None] = {}
         index = 0
         for group in scored:
-            advantages = group_advantages(
+            rollouts = segment_group(
+                [r.policy_part for r in group],
                 [r.trained_reward for r in group],
+                self.tokenizer,
+                run_ids=[f"step{step}-{index + i}" for i in range(len(group))],
+                prefix_mismatch=config.prefix_mismatch,
                 scale_by_std=config.scale_advantages_by_std,
                 eps=config.advantage_eps,
             )
-            for rollout, advantage in zip(group, advantages, strict=True):
-                cut = segment_trajectory(
-                    rollout.policy_part,
-                    self.tokenizer,
-                    run_id=f"step{step}-{index}",
-                    prefix_mismatch=config.prefix_mismatch,
-                )
-                index += 1
-                segments += cut
-                advantage_of.update({s.trajectory_id: advantage for s in cut})
+            index += len(group)
+            for rollout in rollouts:
+                segments += rollout.segments
+                advantage_of.update({s.trajectory_id: rollout.advantage for s in rollout.segments})
         needs_sampler = self.behaviour == "sampler" or config.importance_cap is not None
         batch = step_batch(
             segments, advantage_of, config.token_mean, require_behaviour=needs_sampler

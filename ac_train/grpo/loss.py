@@ -56,24 +56,6 @@ if TYPE_CHECKING:
     from accelerate import Accelerator
 
 
-def group_advantages(
-    rewards: Sequence[float | None], *, scale_by_std: bool = True, eps: float = 1e-6
-) -> list[float | None]:
-    """``r_i - mean(r)`` over the group, divided by ``std(r) + eps`` when ``scale_by_std``
-    (off: Dr. GRPO). A ``None`` reward (infra error) is left out of the baseline and gets
-    ``None``: no gradient. A group whose rewards are all equal gets 0 everywhere. The std is the
-    population std of the group's valid rewards."""
-    valid = [r for r in rewards if r is not None]
-    if not valid:
-        return [None] * len(rewards)
-    mean = sum(valid) / len(valid)
-    std = math.sqrt(sum((r - mean) ** 2 for r in valid) / len(valid))
-    if std == 0:
-        return [None if r is None else 0.0 for r in rewards]
-    scale = std + eps if scale_by_std else 1.0
-    return [None if r is None else (r - mean) / scale for r in rewards]
-
-
 @dataclass(frozen=True)
 class PolicySequence:
     """One segment as the learner sees it: ``trained[t]`` says token ``t`` is an on-policy
@@ -462,7 +444,6 @@ __all__ = [
     "behaviour_and_weights",
     "clipped_loss_sum",
     "collate",
-    "group_advantages",
     "policy_sequences",
     "shared_prefix",
     "step_batch",

@@ -12,7 +12,7 @@ the ones skipped longest ago fill in. ``k = 0`` draws uniformly, exactly as with
 
 With ``favour_mixed`` the eligible tasks are not drawn uniformly: the ``count`` with the
 highest posterior chance of a mixed group of ``group_size`` are drawn, ties in random order.
-Each task's pass-rate posterior (``ac_train.start_probe.pass_rates``) is fitted to the rewards
+Each task's pass-rate posterior (``ac_train.grpo.start_probe.pass_rates``) is fitted to the rewards
 ``seen`` of it: a probe of the starting policy, if one ran, then every group's. So a task whose
 group was mixed is drawn again while it stays mixed, and a task never tried takes the pool's
 prior; skipping is what rotates them: a favourite whose group came out uniform steps aside for
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ac_train.start_probe import pass_rates
+from ac_train.grpo.start_probe import pass_rates
 
 
 class GroupOutcome(BaseModel):
