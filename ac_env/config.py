@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ac_env.actions import ActionParser
 from ac_env.compaction.protocol import CompactionProtocol
 from ac_env.cost import DEFAULT_PRICING, Pricing
+from ac_env.sandbox import caching_sandboxes, sandbox_help
 from ac_env.sandbox.base import Sandbox
 from ac_env.sandbox.quota import DEFAULT_DISK_QUOTA_MB
 from ac_env.tokens import TokenCounter
@@ -67,11 +68,8 @@ class EnvConfig(TaskSelection):
 
     sandbox: str | SandboxFactory = Field(
         default="local",
-        description="where commands run: 'local' (bubblewrap: no network, only the workspace "
-        "writable), 'docker' (a container per episode: the task's image_name, or the base "
-        "image with the task's repository copied in; needs a daemon, see "
-        "scripts/docker_daemon.sh), 'unisolated' (plain subprocesses: an explicit opt-out), "
-        "or a zero-argument factory returning a Sandbox",
+        description=f"where commands run: {sandbox_help()}, or a zero-argument factory "
+        "returning a Sandbox",
     )
     disk_quota_mb: int | None = Field(
         default=DEFAULT_DISK_QUOTA_MB,
@@ -84,7 +82,7 @@ class EnvConfig(TaskSelection):
         default=None,
         description="a directory replaying the stored outputs of commands that left the "
         "workspace unchanged, keyed by task, workspace fingerprint and command "
-        "(ac_env.sandbox.command_cache; 'local' and 'unisolated' sandboxes); None: every "
+        f"(ac_env.sandbox.command_cache; sandboxes {caching_sandboxes()}); None: every "
         "command runs",
     )
     token_counter: str | TokenCounter = Field(
@@ -175,9 +173,12 @@ class EnvConfig(TaskSelection):
 
     @model_validator(mode="after")
     def _cache_needs_a_local_sandbox(self) -> EnvConfig:
-        if self.command_cache is not None and self.sandbox not in ("local", "unisolated"):
+        if self.command_cache is None:
+            return self
+        if self.sandbox not in caching_sandboxes():
             raise ValueError(
-                f"command_cache needs sandbox 'local' or 'unisolated', not {self.sandbox!r}"
+                f"command_cache needs a sandbox that caches commands "
+                f"({', '.join(caching_sandboxes())}), not {self.sandbox!r}"
             )
         return self
 

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ac_env.config_flags import add_config_flags
+from ac_env.sandbox import sandbox_help
 
 
 def add_fields(
@@ -280,7 +281,7 @@ def add_grpo(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--task-source", help="'builtin' (default) or a task .jsonl")
     parser.add_argument("--split", help="task split (env default: easy); 'all' for every split")
-    parser.add_argument("--sandbox", help="'local' (default), 'docker' or 'unisolated'")
+    parser.add_argument("--sandbox", help=f"{sandbox_help()} (default: 'local')")
     add_fields(
         parser,
         GRPOConfig,

@@ -96,7 +96,7 @@ class CollectConfig(TaskSelection):
     temperature: float = Field(default=0.7, ge=0)
     max_new_tokens: int = Field(default=256, gt=0)
     seed: int = 0
-    sandbox: str = env_field("sandbox", description="local | unisolated | docker")
+    sandbox: str = env_field("sandbox")
     tokenizer: str | None = Field(
         default=None, description="for the dataset export; default: the hf worker's own"
     )

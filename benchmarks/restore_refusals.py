@@ -86,7 +86,7 @@ def main() -> None:
     rows = [("local", case, *local_row(task, CASES[case][0])) for case in CASES]
     try:
         from ac_env.sandbox.docker import DockerSandbox
-        from ac_env.sandbox.docker_session import docker_client
+        from ac_env.sandbox.docker.session import docker_client
 
         docker_client()
         box = DockerSandbox()

@@ -36,7 +36,7 @@ def backends() -> dict[str, Callable[[int | None], Sandbox]]:
     }
     try:
         from ac_env.sandbox.docker import DockerSandbox
-        from ac_env.sandbox.docker_session import docker_client
+        from ac_env.sandbox.docker.session import docker_client
 
         docker_client()
         found["docker"] = lambda quota: DockerSandbox(disk_quota_mb=quota)

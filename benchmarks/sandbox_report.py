@@ -137,7 +137,7 @@ def main() -> None:
     backends: dict[str, Callable[..., Sandbox]] = {"bwrap": LocalSandbox}
     try:
         from ac_env.sandbox.docker import DockerSandbox
-        from ac_env.sandbox.docker_session import docker_client
+        from ac_env.sandbox.docker.session import docker_client
 
         docker_client()
         backends["docker"] = DockerSandbox

@@ -37,7 +37,7 @@ def main() -> None:
     backends: list[tuple[str, Callable[[], Any]]] = [("local", LocalSandbox)]
     try:
         from ac_env.sandbox.docker import DockerSandbox
-        from ac_env.sandbox.docker_session import docker_client
+        from ac_env.sandbox.docker.session import docker_client
 
         docker_client()
         backends.append(("docker", DockerSandbox))

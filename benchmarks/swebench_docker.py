@@ -23,7 +23,7 @@ from types import ModuleType
 
 from ac_env.grading import grade
 from ac_env.sandbox.docker import BASE_IMAGE, DockerSandbox
-from ac_env.sandbox.docker_session import docker_client
+from ac_env.sandbox.docker.session import docker_client
 from ac_env.tasks import load_tasks
 from ac_env.tasks.model import Task
 

@@ -36,7 +36,7 @@ from typing import Any
 from ac_env.grading import grade
 from ac_env.sandbox.base import SandboxError
 from ac_env.sandbox.docker import BASE_IMAGE, DockerSandbox, missing_images
-from ac_env.sandbox.docker_session import docker_client, remove_container
+from ac_env.sandbox.docker.session import docker_client, remove_container
 from ac_env.tasks import load_tasks
 from ac_env.tasks.model import Task
 

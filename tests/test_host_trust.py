@@ -36,7 +36,7 @@ def bash(command: str) -> str:
 
 
 def docker_or_skip() -> None:
-    from ac_env.sandbox.docker_session import docker_client
+    from ac_env.sandbox.docker.session import docker_client
 
     try:
         docker_client()

@@ -22,7 +22,7 @@ from ac_env.agents.http import OpenAIChatPolicy
 from ac_env.bench import cli as bench_cli
 from ac_env.runs import checks
 from ac_env.runs.failures import INFRA_EXIT_CODE
-from ac_env.sandbox import docker_session
+from ac_env.sandbox.docker import session as docker_session
 
 MODEL = "m"
 HANG_S = 3.0

@@ -38,7 +38,7 @@ ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
 
 def docker_skip() -> str | None:
     try:
-        from ac_env.sandbox.docker_session import docker_client
+        from ac_env.sandbox.docker.session import docker_client
 
         docker_client()
     except SandboxError as error:
@@ -352,6 +352,6 @@ def test_tampering_reaches_the_envs_reward_detail(tiny_task_file: Path):
 def test_a_workspace_too_large_to_diff_is_the_agents_failure(
     tiny_task_file: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr("ac_env.sandbox.local.MAX_DIFF_BYTES", 10_000)
+    monkeypatch.setattr("ac_env.sandbox.local.sandbox.MAX_DIFF_BYTES", 10_000)
     reward, info = submit_after(tiny_task_file, "big.txt", b"x" * 20_000)
     assert reward == 0.0 and info["infra_error"] is None

@@ -27,7 +27,7 @@ BoxFactory = Callable[..., Sandbox]
 
 def docker_skip_reason() -> str | None:
     try:
-        from ac_env.sandbox.docker_session import docker_client
+        from ac_env.sandbox.docker.session import docker_client
 
         docker_client()
     except SandboxError as error:

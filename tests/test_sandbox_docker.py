@@ -19,7 +19,7 @@ from ac_env.tasks.model import Task
 
 try:
     from ac_env.sandbox.docker import DockerSandbox
-    from ac_env.sandbox.docker_session import HOST_LABEL, PID_LABEL, SESSION_LABEL, docker_client
+    from ac_env.sandbox.docker.session import HOST_LABEL, PID_LABEL, SESSION_LABEL, docker_client
 
     docker_client()
     SKIP = None
@@ -141,7 +141,7 @@ def test_warm_reset_restores_everything_and_reuses_the_container(task: Task):
 
 
 def test_a_crashed_runs_containers_are_reaped(task: Task):
-    from ac_env.sandbox.docker_session import _remove_leftovers
+    from ac_env.sandbox.docker.session import _remove_leftovers
 
     client = docker_client()
     dead_pid = _dead_pid()

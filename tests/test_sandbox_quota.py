@@ -16,7 +16,7 @@ from test_sandbox_adversarial import BACKENDS, docker_skip_reason
 from test_sandbox_docker import history_image  # noqa: F401  (a fixture)
 
 import ac_env  # noqa: F401  (registers the env id)
-from ac_env.sandbox import local as local_module
+from ac_env.sandbox.local import sandbox as local_module
 from ac_env.sandbox import quota
 from ac_env.sandbox.base import Sandbox
 from ac_env.sandbox.local import LocalSandbox
@@ -142,7 +142,7 @@ def test_without_the_right_to_mount_the_local_quota_degrades_with_a_warning(
     def refuse(path: Path, size_mb: int) -> None:
         raise PermissionError(1, "Operation not permitted")
 
-    monkeypatch.setattr("ac_env.sandbox.local.mount_tmpfs", refuse)
+    monkeypatch.setattr("ac_env.sandbox.local.sandbox.mount_tmpfs", refuse)
     with LocalSandbox(isolation="none", disk_quota_mb=QUOTA_MB) as box:
         with pytest.warns(RuntimeWarning, match="disk_quota_mb=8 is not enforced"):
             box.start(task)

@@ -16,7 +16,7 @@ from ac_env.sandbox.local import LocalSandbox
 from ac_env.trajectory import ToolResult
 
 try:
-    from ac_env.sandbox.docker_session import docker_client
+    from ac_env.sandbox.docker.session import docker_client
 
     docker_client()
     NO_DOCKER = None

@@ -25,7 +25,7 @@ from ac_env.sandbox.workspace_archive import (
 )
 
 try:
-    from ac_env.sandbox.docker_session import docker_client
+    from ac_env.sandbox.docker.session import docker_client
 
     docker_client()
     NO_DOCKER = None

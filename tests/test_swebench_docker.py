@@ -38,7 +38,7 @@ from ac_env.tasks.model import Task
 
 try:
     from ac_env.sandbox.docker import DockerSandbox
-    from ac_env.sandbox.docker_session import docker_client
+    from ac_env.sandbox.docker.session import docker_client
 
     docker_client()
     NO_DOCKER = None

@@ -55,7 +55,7 @@ class BenchConfig(TaskSelection):
     pricing: str = env_field("pricing", description="pricing preset (ac_env.cost.PRICING_PRESETS)")
     max_steps: int = env_field("max_steps")
     keep_recent: int = env_field("keep_recent")
-    sandbox: str = env_field("sandbox", description="local | unisolated | docker")
+    sandbox: str = env_field("sandbox")
     workers: int = Field(default=2, gt=0, description="episodes run in parallel")
     command_cache: str | None = env_field(
         "command_cache",

@@ -18,7 +18,7 @@ from ac_env.agents.http import probe_server
 from ac_env.config import parse_config
 from ac_env.cost import make_pricing
 from ac_env.grading.runner import RunnerCommandError, parse_test_command
-from ac_env.sandbox import make_sandbox_factory
+from ac_env.sandbox import make_sandbox_factory, sandbox_backend
 from ac_env.sandbox.base import SandboxError
 from ac_env.tasks import Task
 
@@ -50,23 +50,13 @@ def check_test_commands(tasks: list[Task]) -> None:
 
 
 def check_sandbox(spec: str, tasks: Sequence[Task] = ()) -> None:
-    """The sandbox can run here (bubblewrap installed, a Docker daemon answering) and, for
-    Docker, the daemon holds every image ``tasks`` run in (nothing is pulled)."""
+    """The sandbox can run here (``SANDBOXES``: bubblewrap installed, a Docker daemon
+    answering) and its backend has no problem with ``tasks`` (Docker: every image on the
+    daemon; nothing is pulled)."""
     checked("sandbox", lambda: make_sandbox_factory(spec))
-    if spec == "docker" and tasks:
-        from ac_env.sandbox.docker import BASE_IMAGE, missing_images
-        from ac_env.sandbox.docker_session import docker_client
-
-        images = [task.image_name or BASE_IMAGE for task in tasks]
-        missing = checked("sandbox", lambda: missing_images(docker_client(), images))
-        if missing:
-            raise ConfigurationError(
-                "sandbox",
-                f"docker image(s) not present on the daemon, and nothing is pulled from a "
-                f"registry: {', '.join(missing)}; load them (`docker load`) or build them "
-                "(`scripts/docker_daemon.sh start` builds the base image, "
-                "`scripts/swebench_image.py` a task's from its snapshot_dir)",
-            )
+    problem = checked("sandbox", lambda: sandbox_backend(spec).problem_with(tasks))
+    if problem is not None:
+        raise ConfigurationError("sandbox", problem)
 
 
 def check_worker_usable(setting: str, worker: str) -> None:

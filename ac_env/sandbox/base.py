@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
 
 from ac_env.tasks.model import Task
 
@@ -42,10 +43,13 @@ class Sandbox(Protocol):
     ``snapshot`` archives everything commands may have changed (the repo, uncommitted and
     untracked files included, and /tmp; ``workspace_archive``, capped); ``restore`` puts such
     an archive back, into this sandbox or another one started on the same task, once
-    ``archive_check`` passed it (whichever backend made it).
+    ``archive_check`` passed it (whichever backend made it). ``reset`` is ``close`` then
+    ``start``: a fresh workspace for the next episode (a backend may make it cheaper).
     """
 
     def start(self, task: Task) -> None: ...
+
+    def reset(self, task: Task) -> None: ...
 
     def exec(self, command: str, timeout_s: float, output_limit: int) -> ExecResult: ...
 
@@ -60,3 +64,30 @@ class Sandbox(Protocol):
     def restore(self, archive: bytes) -> None: ...
 
     def close(self) -> None: ...
+
+
+class SandboxLifecycle:
+    """What every backend's lifecycle shares: ``reset`` as ``close`` then ``start``, and use as
+    a context manager that closes on exit. A backend subclasses it and defines the rest of
+    ``Sandbox``."""
+
+    def start(self, task: Task) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def reset(self, task: Task) -> None:
+        self.close()
+        self.start(task)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -52,7 +52,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ac_env.sandbox.base import ExecResult, SandboxError
+from ac_env.sandbox.base import ExecResult, SandboxError, SandboxLifecycle
 from ac_env.sandbox.git_index import index_digest
 from ac_env.sandbox.host_files import UnsafeFileError, read_regular, write_regular
 from ac_env.sandbox.local import LocalSandbox
@@ -121,7 +121,7 @@ def fingerprint(entries: Manifest) -> str:
     return hashlib.sha256(json.dumps(sorted(entries.items())).encode()).hexdigest()
 
 
-class CachingSandbox:
+class CachingSandbox(SandboxLifecycle):
     """The ``Sandbox`` protocol over ``inner``, replaying stored commands (see the module
     docstring). ``directory`` holds the store (created when missing)."""
 

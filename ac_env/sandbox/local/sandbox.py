@@ -43,15 +43,14 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from types import TracebackType
 from typing import Literal
 
 from ac_env.sandbox.archive_check import PARTS, check_archive
-from ac_env.sandbox.base import ExecResult, SandboxError, WorkspaceError
-from ac_env.sandbox.bwrap import SYSTEM_DIRS, Bind, bwrap_argv, prepare_etc
+from ac_env.sandbox.base import ExecResult, SandboxError, SandboxLifecycle, WorkspaceError
 from ac_env.sandbox.commands import command_rejection
 from ac_env.sandbox.host_files import UnsafeFileError, read_regular, write_regular
-from ac_env.sandbox.process import RunAs, run_bounded
+from ac_env.sandbox.local.bwrap import SYSTEM_DIRS, Bind, bwrap_argv, prepare_etc
+from ac_env.sandbox.process import SYSTEM_PATH, RunAs, run_bounded
 from ac_env.sandbox.quota import (
     DEFAULT_DISK_QUOTA_MB,
     free_bytes,
@@ -71,7 +70,6 @@ Isolation = Literal["bwrap", "none"]
 SANDBOX_DIR = "/opt/sandbox"
 """Where the sandbox's own helpers (interpreter links, base objects) appear under bubblewrap."""
 NOBODY = RunAs(uid=65534, gid=65534)
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MAX_DIFF_BYTES = 64 * 1024 * 1024
 _GIT_TIMEOUT_S = 120.0
 _DIFF_FILE = "workspace.patch"
@@ -99,7 +97,7 @@ class _Workspace:
     remove: weakref.finalize
 
 
-class LocalSandbox:
+class LocalSandbox(SandboxLifecycle):
     """The ``Sandbox`` protocol on this machine (see the module docstring for the layout).
 
     Args:
@@ -215,27 +213,12 @@ class LocalSandbox:
             return None
         return self._disk_quota_mb
 
-    def reset(self, task: Task) -> None:
-        self.close()
-        self.start(task)
-
     def close(self) -> None:
         """Remove the workspace (also done when the sandbox is garbage collected or the
         interpreter exits). Safe to call twice; no process outlives its command."""
         if self._workspace is not None:
             self._workspace.remove()
             self._workspace = None
-
-    def __enter__(self) -> LocalSandbox:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     @property
     def workdir(self) -> str:

@@ -15,15 +15,15 @@ directory, the project's base image (Debian's python3, pytest and git; built by
 - runs a bash loop as PID 1 that reaps orphans and survives ``kill -KILL -1``; every command
   ends with that kill, and a command past its deadline gets it from a second exec (or, if even
   that cannot start, the container is restarted): nothing a command starts survives it;
-- holds its repo as a one-commit history (``docker_scripts.PREPARE``), and the base commit's
+- holds its repo as a one-commit history (``scripts.PREPARE``), and the base commit's
   objects in a read-only directory the commands cannot change, against which ``diff`` runs;
-- carries this process's session labels (``docker_session``): a crashed run's containers are
+- carries this process's session labels (``session``): a crashed run's containers are
   removed at the next start, this process's at exit.
 
 Files and patches travel as tar archives (``put_archive``/``get_archive``), never on a command
 line. Output is read frame by frame into the capped capture: gigabytes of output never sit in
 memory. With ``warm=True``, ``close`` parks the container and the next ``start`` of the same
-task resets it with git (``docker_scripts.RESET``) instead of creating a new one; a container
+task resets it with git (``scripts.RESET``) instead of creating a new one; a container
 whose file system changed outside the workspace is never reused.
 """
 
@@ -35,15 +35,14 @@ import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from types import TracebackType
 from typing import Any
 
 from ac_env.sandbox.archive_check import check_archive
-from ac_env.sandbox.base import ExecResult, SandboxError, WorkspaceError
+from ac_env.sandbox.base import ExecResult, SandboxError, SandboxLifecycle, WorkspaceError
 from ac_env.sandbox.commands import command_rejection
-from ac_env.sandbox.docker_archive import directory_tar, file_tar, reowned_tar, single_file
-from ac_env.sandbox.docker_exec import STDERR, STDOUT, stream_exec
-from ac_env.sandbox.docker_scripts import (
+from ac_env.sandbox.docker.archive import directory_tar, file_tar, reowned_tar, single_file
+from ac_env.sandbox.docker.exec_stream import STDERR, STDOUT, stream_exec
+from ac_env.sandbox.docker.scripts import (
     ARCHIVE,
     BASE_GIT,
     BASE_PARENT,
@@ -57,7 +56,7 @@ from ac_env.sandbox.docker_scripts import (
     RESTORE,
     STAGE,
 )
-from ac_env.sandbox.docker_session import (
+from ac_env.sandbox.docker.session import (
     ParkedContainer,
     acquire_slot,
     docker_client,
@@ -100,7 +99,7 @@ class _Container:
     finalizer: weakref.finalize
 
 
-class DockerSandbox:
+class DockerSandbox(SandboxLifecycle):
     """The ``Sandbox`` protocol in Docker containers (see the module docstring).
 
     Args:
@@ -175,10 +174,6 @@ class DockerSandbox:
             release_slot()
             raise
 
-    def reset(self, task: Task) -> None:
-        self.close()
-        self.start(task)
-
     def close(self) -> None:
         """Remove the container, or with ``warm`` park it for the next episode of its task.
         Safe to call twice; no process outlives it."""
@@ -190,17 +185,6 @@ class DockerSandbox:
             park(state.key, ParkedContainer(state.container, state))
         else:
             state.finalizer()
-
-    def __enter__(self) -> DockerSandbox:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     @property
     def workdir(self) -> str:
