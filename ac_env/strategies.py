@@ -40,24 +40,36 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ac_env.compaction.protocol import CompactionProtocol
+from ac_env.compaction.when import timing_rule
 from ac_env.prompts import system_prompt
 
 DEFAULT_THRESHOLD = 16_384
 MASKING_KEEP = 5
+RULE_PREFIX = "rule:"
+"""``rule:<spec>`` names the strategy that benchmarks a timing rule (``rule:every:5``)."""
 
 
 @dataclass(frozen=True)
 class Strategy:
-    """``prompt``: how its system prompt presents compaction; ``env``: the other keywords of
-    ``gym.make`` that realize the strategy (no length fallback); ``threshold``: its own
-    forced-compaction threshold (``fixed`` only)."""
+    """``prompt``: how its system prompt presents compaction; ``reference_rule``: the timing
+    rule (``ac_env.compaction.when``) a worker that reads no prompt, the reference agent,
+    follows in its place; ``env``: the other keywords of ``gym.make`` that realize the
+    strategy (no length fallback); ``threshold``: its own forced-compaction threshold
+    (``fixed`` only)."""
 
     name: str
     description: str
     proactive: bool
     prompt: Literal["offered", "rubric", "not_offered"]
+    reference_rule: str
     env: dict[str, Any] = field(default_factory=dict)
     threshold: int | None = None
+
+    @property
+    def benchmarks_a_rule(self) -> bool:
+        """A ``rule:<spec>`` strategy: its rule, not a timing policy, decides for the reference
+        agent."""
+        return self.name.startswith(RULE_PREFIX)
 
     def env_kwargs(
         self,
@@ -93,6 +105,7 @@ STRATEGIES: dict[str, Strategy] = {
             "full history: no compaction offered, none forced",
             proactive=False,
             prompt="not_offered",
+            reference_rule="never",
             env={"skip_compaction": True},
         ),
         Strategy(
@@ -100,6 +113,7 @@ STRATEGIES: dict[str, Strategy] = {
             f"forced compaction at {DEFAULT_THRESHOLD} tokens; none offered",
             proactive=False,
             prompt="not_offered",
+            reference_rule="never",
             env={"skip_compaction": True},
             threshold=DEFAULT_THRESHOLD,
         ),
@@ -108,18 +122,21 @@ STRATEGIES: dict[str, Strategy] = {
             "compaction offered with a rubric of when to compact and when not",
             proactive=True,
             prompt="rubric",
+            reference_rule="rubric",
         ),
         Strategy(
             "learned",
             "compaction offered without a rubric: the model's own judgement",
             proactive=True,
             prompt="offered",
+            reference_rule="after_locate",
         ),
         Strategy(
             "masking",
             f"command outputs older than the last {MASKING_KEEP} replaced by a placeholder",
             proactive=False,
             prompt="not_offered",
+            reference_rule="never",
             env={
                 "skip_compaction": True,
                 "mask_observations_keep": MASKING_KEEP,
@@ -130,6 +147,7 @@ STRATEGIES: dict[str, Strategy] = {
             "compaction offered, but the call is skipped: no summary generated (ablation)",
             proactive=True,
             prompt="offered",
+            reference_rule="after_locate",
             env={"skip_compaction": True},
         ),
     )
@@ -149,11 +167,24 @@ BASELINES: dict[str, str] = {
 
 
 def get_strategy(name: str) -> Strategy:
-    """A strategy, or a baseline of ``BASELINES`` as its strategy under the baseline's name."""
+    """A strategy, a baseline of ``BASELINES`` as its strategy under the baseline's name, or
+    ``rule:<spec>``: compaction offered without a rubric, the reference agent following the
+    timing rule ``spec`` (any rule of ``ac_env.compaction.when.rules()``), so a new rule is
+    benchmarked by its name alone (``ac-bench --strategies none rule:every:8``)."""
+    if name.startswith(RULE_PREFIX):
+        spec = name.removeprefix(RULE_PREFIX)
+        rule = timing_rule(spec)
+        return Strategy(
+            name,
+            f"compaction offered; the reference agent follows {rule.name}: {rule.description}",
+            proactive=True,
+            prompt="offered",
+            reference_rule=spec,
+        )
     if name in BASELINES:
         strategy = STRATEGIES[BASELINES[name]]
         return replace(strategy, name=name, description=f"{name}: {strategy.description}")
     if name not in STRATEGIES:
-        valid = ", ".join([*STRATEGIES, *BASELINES])
+        valid = ", ".join([*STRATEGIES, *BASELINES, f"{RULE_PREFIX}<timing rule>"])
         raise ValueError(f"unknown strategy {name!r}; valid strategies: {valid}")
     return STRATEGIES[name]

@@ -27,7 +27,7 @@ from ac_env.tasks import load_tasks
 
 def policy(strategy: str, protocol: CompactionProtocol) -> Policy:
     if strategy == "summary_ignored":
-        return SkipAwareReference(protocol)
+        return SkipAwareReference("after_locate", protocol)
     return ReferenceAgent("after_locate", protocol)
 
 

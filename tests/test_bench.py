@@ -162,7 +162,8 @@ def test_skip_aware_reference_does_not_repeat_a_skipped_summary(tiny_task_file):
         split=None,
         **get_strategy("summary_ignored").env_kwargs(),
     )
-    trajectory = rollout(env, SkipAwareReference(), seed=0, options={"task_id": "tiny-calc-1"})
+    policy = SkipAwareReference("after_locate")
+    trajectory = rollout(env, policy, seed=0, options={"task_id": "tiny-calc-1"})
     env.close()
     kinds = [c.action["kind"] for c in trajectory.model_calls()]
     assert kinds.count("compact") == 1 and kinds[-1] == "submit"

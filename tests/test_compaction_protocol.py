@@ -168,7 +168,9 @@ def test_the_reference_agent_under_tool_call(tiny_task_file, skip):
     kwargs = get_strategy("summary_ignored" if skip else "learned").env_kwargs(protocol="tool_call")
     env = make(tiny_task_file, **kwargs)
     policy = (
-        SkipAwareReference("tool_call") if skip else ReferenceAgent("after_locate", "tool_call")
+        SkipAwareReference("after_locate", "tool_call")
+        if skip
+        else ReferenceAgent("after_locate", "tool_call")
     )
     trajectory = rollout(env, policy, seed=0, options={"task_id": "tiny-calc-1"})
     env.close()

@@ -16,10 +16,10 @@ from test_sandbox_adversarial import BACKENDS, docker_skip_reason
 from test_sandbox_docker import history_image  # noqa: F401  (a fixture)
 
 import ac_env  # noqa: F401  (registers the env id)
-from ac_env.sandbox.local import sandbox as local_module
 from ac_env.sandbox import quota
 from ac_env.sandbox.base import Sandbox
 from ac_env.sandbox.local import LocalSandbox
+from ac_env.sandbox.local import sandbox as local_module
 from ac_env.tasks.model import Task
 
 QUOTA_MB = 8

@@ -11,7 +11,7 @@ import gymnasium as gym
 import pytest
 
 import ac_env  # noqa: F401  (registers the ids)
-from ac_env.agents.reference import PHASE_RULES, ReferenceAgent
+from ac_env.agents.reference import ReferenceAgent, Rubric
 from ac_env.compaction import when
 from ac_env.compaction.when import (
     RULES,
@@ -108,8 +108,8 @@ def test_moment_of_messages_counts_turns_since_the_summary():
 def test_the_reference_agent_takes_any_rule_or_its_own_phase_rules():
     assert ReferenceAgent("every:4").rule == Every(4)
     assert ReferenceAgent(AfterPassingTests()).rule == AfterPassingTests()
-    assert ReferenceAgent("rubric").rule is PHASE_RULES["rubric"]
-    with pytest.raises(ValueError, match="compact_when: .*phase rules: after_locate"):
+    assert ReferenceAgent("rubric").rule == Rubric()
+    with pytest.raises(ValueError, match="compact_when: .*known: .*after_locate"):
         ReferenceAgent("sometimes")
 
 

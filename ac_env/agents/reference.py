@@ -24,7 +24,8 @@ after a compaction), then takes the next step of a plain repair loop:
 Every command starts with a comment naming its step (``# try: pkg/mod.py:12 `<` -> `<=```),
 which is how the agent recognizes its own steps in the history. ``compact_when`` is a timing
 rule (``ac_env.compaction.when``: a ``TimingRule`` or its spec, such as ``"every:5"`` or
-``"after_passing_tests"``) or one of the agent's phase rules, which read its working state:
+``"after_passing_tests"``), its own phase rules among them (registered in the same registry;
+they read its working state):
 ``"after_locate"`` compacts once the bug is located, ``"after_fix"`` once the whole suite has
 confirmed a partial fix (a bug among several fixed: the summary carries the kept fixes, and
 what the next bug needs is found afresh); ``"rubric"`` follows the ``self`` strategy's rubric
@@ -454,21 +455,13 @@ def stale_tokens(moment: Moment, view: PhaseView) -> int:
     return moment.tokens - after.tokens
 
 
-PHASE_RULES: dict[str, TimingRule] = {r.name: r for r in (AfterLocate(), AfterFix(), Rubric())}
-"""The agent's own rules by name: they read its working state, so only it can follow them."""
-
-
 def _rule(compact_when: str | TimingRule) -> TimingRule:
     if not isinstance(compact_when, str):
         return compact_when
-    if compact_when in PHASE_RULES:
-        return PHASE_RULES[compact_when]
     try:
         return timing_rule(compact_when)
     except ValueError as error:
-        raise ValueError(
-            f"compact_when: {error}; or one of the agent's phase rules: {', '.join(PHASE_RULES)}"
-        ) from None
+        raise ValueError(f"compact_when: {error}") from None
 
 
 class Decision(NamedTuple):

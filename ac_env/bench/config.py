@@ -30,7 +30,8 @@ class BenchConfig(TaskSelection):
     limit: int | None = Field(default=None, gt=0, description="first N tasks of the selection")
     strategies: list[str] = Field(
         default_factory=lambda: ["none", "fixed", "learned"],
-        description=f"compaction strategies, of: {', '.join(STRATEGIES)}",
+        description=f"compaction strategies, of: {', '.join(STRATEGIES)}, a baseline's name, "
+        "or rule:<timing rule> (the reference agent following that rule, e.g. rule:every:8)",
     )
     worker: str = Field(
         default="reference",

@@ -5,7 +5,7 @@ rubric, ``learned`` offers compaction without one (its own judgement). The refer
 reads no prompt, so the benchmark gives it the rule the prompt stands for:
 
 =====================  ==========================================================================
-``self``               the rubric as written, as a rule: ``ReferenceAgent("rubric")``
+``self``               the rubric as written, as a rule (its ``reference_rule``: ``rubric``)
 ``learned``            a trained timing policy (``BenchConfig.timing_policy``: the shipped
                        ``long_ppo`` unless another is named) decides before each turn whether
                        the agent that never compacts on its own compacts (``TimedWorker``)
@@ -26,8 +26,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ac_env.agents.reference import AfterLocate, ReferenceAgent, Rubric
+from ac_env.agents.reference import ReferenceAgent
 from ac_env.bench.config import BenchConfig
+from ac_env.compaction.when import timing_rule
 from ac_env.env import AutoCompactSWEEnv
 from ac_env.policy import Policy
 from ac_env.runs.workers import policy_factory
@@ -66,9 +67,10 @@ def timing_policy_path(spec: str) -> Path:
 
 def uses_timing_policy(worker: str, strategy: Strategy) -> bool:
     """The timing policy decides: a model-free worker, a strategy offering compaction without
-    a rubric whose compactions apply (``learned`` and its baselines)."""
+    a rubric whose compactions apply (``learned`` and its baselines; a ``rule:<spec>``
+    strategy follows its rule instead)."""
     offered = strategy.prompt == "offered" and not strategy.env.get("skip_compaction")
-    return worker == "reference" and offered
+    return worker == "reference" and offered and not strategy.benchmarks_a_rule
 
 
 def run_timing_policy(config: BenchConfig) -> TimingPolicy | None:
@@ -127,12 +129,10 @@ def compaction_rules(config: BenchConfig) -> list[CompactionRule]:
                 "offered": "the model's own judgement (compaction offered, no rubric)",
                 "not_offered": "no compaction offered to the model",
             }[strategy.prompt]
-        elif strategy.prompt == "rubric":
-            rule = Rubric().description
-        elif strategy.prompt == "offered":  # compactions skipped
-            rule = f"{AfterLocate().description}; once skipped, never again"
         else:
-            rule = "the reference agent never compacts on its own"
+            rule = timing_rule(strategy.reference_rule).description
+            if strategy.proactive and strategy.env.get("skip_compaction"):
+                rule += "; once skipped, never again"
         rules.append(CompactionRule(strategy=name, rule=rule, timing_policy=timing))
     return rules
 

@@ -1,9 +1,10 @@
 """The model behind a benchmark run: the reference agent, an HTTP server, or a registered model.
 
 ``policy_factory(worker, strategy)`` gives a function ``seed -> Policy``. The reference agent
-reads no prompt, so the strategy tells it whether to compact on its own: the rubric's rule
-under ``self``, after locating the bug under the other strategies that offer compaction
-(``ac-bench`` gives ``learned`` a timing policy instead: ``ac_env.bench.episode_policy``).
+reads no prompt, so it follows the timing rule its strategy names (``Strategy.reference_rule``:
+the rubric's rule under ``self``, after locating the bug under the other strategies that offer
+compaction; ``ac-bench`` gives ``learned`` a timing policy instead:
+``ac_env.bench.episode_policy``).
 ``openai:<model>@<url>`` is built in. Other schemes come from the ``autocompact.workers``
 entry-point group: ``ac_train`` registers ``hf`` (``hf:<path>`` or ``hf:smollm2``) there, so
 this package never imports ``ac_train`` or torch. A registered entry point is a
@@ -65,8 +66,8 @@ class SkipAwareReference:
     compaction was skipped (``COMPACTION_SKIPPED`` follows it), it continues as the agent that
     never compacts would, instead of compacting again."""
 
-    def __init__(self, compaction_protocol: CompactionProtocol = "inline") -> None:
-        self._compacting = ReferenceAgent("after_locate", compaction_protocol)
+    def __init__(self, rule: str, compaction_protocol: CompactionProtocol = "inline") -> None:
+        self._compacting = ReferenceAgent(rule, compaction_protocol)
         self._continuing = ReferenceAgent("never")
 
     def act(self, observation: Sequence[Mapping[str, str]]) -> PolicyOutput:
@@ -146,10 +147,9 @@ def require_token_records(policy: Policy, where: str) -> None:
 
 
 def _reference_factory(strategy: Strategy) -> PolicyFactory:
-    if not strategy.proactive:
-        return lambda seed: ReferenceAgent("never")
-    if strategy.env.get("skip_compaction"):
-        return lambda seed: SkipAwareReference()
-    if strategy.prompt == "rubric":
-        return lambda seed: ReferenceAgent("rubric")
-    return lambda seed: ReferenceAgent("after_locate")
+    """The reference agent following the strategy's ``reference_rule``; where the strategy
+    skips its compactions, it stops compacting once one was skipped."""
+    rule = strategy.reference_rule
+    if strategy.proactive and strategy.env.get("skip_compaction"):
+        return lambda seed: SkipAwareReference(rule)
+    return lambda seed: ReferenceAgent(rule)
