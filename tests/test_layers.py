@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "ac_env.compaction",
             "ac_env.context",
             "ac_env.cost",
+            "ac_env.host_git",
             "ac_env.paths",
             "ac_env.records",
             "ac_env.policy",

@@ -23,8 +23,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ac_env.host_git import HostGitError, git_text
 from ac_env.paths import check_name
-from ac_env.tasks.git_repo import COMMIT_DATE, GIT_IDENTITY
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
@@ -195,25 +195,11 @@ def _drop_git_directories(root: Path) -> None:
 
 
 def git(repo: Path, *args: str) -> str:
-    """Run git in ``repo`` with a fixed identity and date, no user or system config."""
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "GIT_CONFIG_GLOBAL": "/dev/null",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_AUTHOR_DATE": COMMIT_DATE,
-        "GIT_COMMITTER_DATE": COMMIT_DATE,
-    }
-    result = subprocess.run(
-        ["git", *GIT_IDENTITY, "-c", "safe.directory=*", *args],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise SourceError(f"git {args[0]} failed in {repo}: {result.stderr.strip()}")
-    return result.stdout
+    """Run git in ``repo`` with a fixed identity and date, isolated (``ac_env.host_git``)."""
+    try:
+        return git_text(args, cwd=repo, identity=True)
+    except HostGitError as error:
+        raise SourceError(str(error)) from None
 
 
 def commit_tree(repo: Path, message: str) -> str:

@@ -19,11 +19,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO
 
+from ac_env.host_git import SYSTEM_PATH
 from ac_env.sandbox.base import ExecResult
 from ac_env.sandbox.output import OutputCapture
 
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-"""Where the system's programs are: the sandbox's ``PATH``, and where ``setpriv`` is found."""
 KILLED_EXIT_CODE = 128 + signal.SIGKILL
 """``exit_code`` of a command killed at its deadline (what a shell reports for SIGKILL)."""
 

@@ -11,24 +11,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from ac_env.host_git import git_text
+
 Result = TypeVar("Result")
-COMMIT_DATE = "2024-01-15T12:00:00+00:00"
-GIT_IDENTITY = (
-    "-c",
-    "user.name=AutoCompact",
-    "-c",
-    "user.email=tasks@autocompact.invalid",
-    "-c",
-    "commit.gpgsign=false",
-    "-c",
-    "core.autocrlf=false",
-)
 
 
 def cache_root() -> Path:
@@ -38,17 +28,7 @@ def cache_root() -> Path:
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_AUTHOR_DATE": COMMIT_DATE,
-        "GIT_COMMITTER_DATE": COMMIT_DATE,
-    }
-    result = subprocess.run(
-        ["git", *GIT_IDENTITY, *args], cwd=repo, env=env, check=True, capture_output=True, text=True
-    )
-    return result.stdout.strip()
+    return git_text(args, cwd=repo, identity=True).strip()
 
 
 def write_atomically(target: Path, populate: Callable[[Path], Result]) -> Result:

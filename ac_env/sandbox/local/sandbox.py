@@ -36,7 +36,6 @@ import functools
 import os
 import shutil
 import stat
-import subprocess
 import tempfile
 import warnings
 import weakref
@@ -45,12 +44,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
+from ac_env.host_git import SYSTEM_PATH, HostGitError, run_git
 from ac_env.sandbox.archive_check import PARTS, check_archive
 from ac_env.sandbox.base import ExecResult, SandboxError, SandboxLifecycle, WorkspaceError
 from ac_env.sandbox.commands import command_rejection
 from ac_env.sandbox.host_files import UnsafeFileError, read_regular, write_regular
 from ac_env.sandbox.local.bwrap import SYSTEM_DIRS, Bind, bwrap_argv, prepare_etc
-from ac_env.sandbox.process import SYSTEM_PATH, RunAs, run_bounded
+from ac_env.sandbox.process import RunAs, run_bounded
 from ac_env.sandbox.quota import (
     DEFAULT_DISK_QUOTA_MB,
     free_bytes,
@@ -542,27 +542,16 @@ def _check_snapshot(task: Task) -> Path:
 
 def _single_commit(snapshot: Path) -> str:
     """The snapshot's only commit (snapshots hide history, so a fix cannot be looked up)."""
-    git = ["git", "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-C", str(snapshot)]
-    env = {
-        "PATH": os.environ.get("PATH", SYSTEM_PATH),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": "/dev/null",
-    }
     try:
-        result = subprocess.run(
-            [*git, "rev-list", "--max-count=2", "HEAD"],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-        )
-    except OSError as error:
-        raise SandboxError(f"cannot run git on the host: {error}") from error
-    commits = result.stdout.split()
-    if result.returncode != 0 or len(commits) != 1:
-        found = result.stderr.strip() or f"{len(commits)}+ commits"
+        commits = _host_git(snapshot, "rev-list", "--max-count=2", "HEAD").decode().split()
+    except SandboxError as error:
         raise SandboxError(
-            f"snapshot_dir {snapshot} must be a git repository with exactly one commit ({found})"
+            f"snapshot_dir {snapshot} must be a git repository with exactly one commit ({error})"
+        ) from None
+    if len(commits) != 1:
+        raise SandboxError(
+            f"snapshot_dir {snapshot} must be a git repository with exactly one commit "
+            f"({len(commits)}+ commits)"
         )
     return commits[0]
 
@@ -624,22 +613,11 @@ def _make_workspace_git(repo_git: Path, base_git: Path, base_commit: str) -> Non
 
 def _host_git(repo: Path, *args: str, stdin: bytes = b"") -> bytes:
     """Run git on the host on the task's own data (never on a workspace)."""
-    env = {
-        "PATH": os.environ.get("PATH", SYSTEM_PATH),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": "/dev/null",
-        "GIT_DIR": str(repo if repo.name.endswith(".git") else repo / ".git"),
-    }
-    result = subprocess.run(
-        ["git", "-c", "safe.directory=*", *args],
-        input=stdin,
-        capture_output=True,
-        env=env,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise SandboxError(f"git {args[0]} failed on {repo}: {result.stderr.decode().strip()}")
-    return result.stdout
+    git_dir = repo if repo.name.endswith(".git") else repo / ".git"
+    try:
+        return run_git(args, git_dir=git_dir, stdin=stdin)
+    except HostGitError as error:
+        raise SandboxError(str(error)) from None
 
 
 def _write_python_links(bin_dir: Path, python: str) -> None:

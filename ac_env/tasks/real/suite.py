@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import lzma
-import os
 import shutil
-import subprocess
 import tarfile
 from collections.abc import Sequence
 from functools import cache
@@ -22,6 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from tqdm import tqdm
 
+from ac_env.host_git import HostGitError, git_text
 from ac_env.paths import safe_child
 from ac_env.tasks.git_repo import cache_root, write_atomically, write_repo
 from ac_env.tasks.model import Task
@@ -97,17 +96,12 @@ def _base_tree(manifest: Manifest, slug: str, data_dir: Path, root: Path) -> Pat
 def _reverse_apply(patch: str, tree: Path) -> None:
     """Apply ``patch`` in reverse inside ``tree`` (no repository: git must not find one
     above it, or it would apply relative to that repository's root)."""
-    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(tree.parent)}
-    result = subprocess.run(
-        ["git", "apply", "-R", "--whitespace=nowarn", "-"],
-        cwd=tree,
-        input=patch,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    if result.returncode != 0:
-        raise SuiteDataError(f"the gold patch does not reverse-apply: {result.stderr.strip()}")
+    try:
+        git_text(
+            ["apply", "-R", "--whitespace=nowarn", "-"], cwd=tree, stdin=patch, ceiling=tree.parent
+        )
+    except HostGitError as error:
+        raise SuiteDataError(f"the gold patch does not reverse-apply: {error}") from None
 
 
 def _materialize(row: TaskRow, manifest: Manifest, data_dir: Path, root: Path) -> Task:

@@ -4,11 +4,11 @@ PASS_TO_PASS pass both times, and every run agrees (``runs`` runs each way)."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ac_env.host_git import HostGitError, git_text
 from ac_env.tasks.model import Task
 from ac_env.tasks.synthetic.pytest_runs import DEFAULT_TEST_PYTHON, run_pytest
 
@@ -27,11 +27,10 @@ class ValidationReport:
 
 
 def _apply(repo: Path, patch: str, what: str) -> None:
-    result = subprocess.run(
-        ["git", "apply", "-"], cwd=repo, input=patch, text=True, capture_output=True
-    )
-    if result.returncode != 0:
-        raise ValueError(f"{what} does not apply: {result.stderr.strip()}")
+    try:
+        git_text(["apply", "-"], cwd=repo, stdin=patch)
+    except HostGitError as error:
+        raise ValueError(f"{what} does not apply: {error}") from None
 
 
 def _check_runs(
