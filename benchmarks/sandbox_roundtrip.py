@@ -1,12 +1,17 @@
 """Local sandbox speed: command round trip, workspace reset, a pytest run, diff and grading.
 
-Targets: a `true` round trip under 10 ms through bubblewrap, reset (close + start of a ~50-file
-repo) under 100 ms, grading a small task under 2 s. Prints medians and minima (the minimum is
-what the machine can do; the median what it did under its current load) and ratios against a
-plain subprocess and a bare bubblewrap call. Reset is measured with the snapshot's objects
-loose and packed (``git gc``), with workspaces on the system temp dir and on /dev/shm.
+Targets: a `true` round trip through bubblewrap no slower than mini-swe-agent's bubblewrap
+environment, reset (close + start of a ~50-file repo) under 100 ms, grading a small task under
+2 s. Prints medians and minima (the minimum is what the machine can do; the median what it did
+under its current load) and ratios against a plain subprocess, a bare bubblewrap call and,
+given ``--mini-swe-agent PYTHON`` (an interpreter with ``mini-swe-agent`` installed), its
+``BubblewrapEnvironment`` timed in that interpreter in the same run. ``--parent-mb`` grows this
+process first, as a trainer holding a model would be (a round trip's cost may grow with the
+parent: see ``ac_env.sandbox.process``). Reset is measured with the snapshot's objects loose and
+packed (``git gc``), with workspaces on the system temp dir and on /dev/shm.
 
-    .venv/bin/python benchmarks/sandbox_roundtrip.py [--runs 50]
+    .venv/bin/python benchmarks/sandbox_roundtrip.py [--runs 50] [--parent-mb 2000] \
+        [--mini-swe-agent /path/to/venv/bin/python]
 """
 
 from __future__ import annotations
@@ -103,6 +108,30 @@ def build_task(root: Path) -> Task:
     )
 
 
+MINI_SWE_AGENT_TIMING = """
+import statistics, sys, time
+from minisweagent.environments.extra.bubblewrap import BubblewrapEnvironment
+env = BubblewrapEnvironment()
+for _ in range(3):
+    env.execute({"command": "true"})
+times = []
+for _ in range(int(sys.argv[1])):
+    started = time.perf_counter()
+    env.execute({"command": "true"})
+    times.append(time.perf_counter() - started)
+env.cleanup()
+print(" ".join(str(t) for t in times))
+"""
+
+
+def mini_swe_agent_times(python: str, runs: int) -> list[float]:
+    """``BubblewrapEnvironment().execute({"command": "true"})`` round trips, in ``python``."""
+    done = subprocess.run(
+        [python, "-c", MINI_SWE_AGENT_TIMING, str(runs)], capture_output=True, text=True, check=True
+    )
+    return [float(t) for t in done.stdout.split()]
+
+
 def timed(function: Callable[[], object], runs: int) -> list[float]:
     times = []
     for _ in range(runs):
@@ -122,8 +151,17 @@ def report(name: str, times: list[float], target_ms: float | None = None) -> flo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50, help="repetitions per figure")
+    parser.add_argument("--parent-mb", type=int, default=0, help="grow this process first (MB)")
+    parser.add_argument(
+        "--mini-swe-agent", metavar="PYTHON", help="an interpreter with mini-swe-agent installed"
+    )
     args = parser.parse_args()
     runs = args.runs
+    ballast = bytearray(args.parent_mb * 1024 * 1024)
+    for page in range(0, len(ballast), 4096):  # touched, so the pages are really held
+        ballast[page] = 1
+    if args.parent_mb:
+        print(f"this process holds {args.parent_mb} MB more, as a trainer with a model would")
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; {runs} runs each\n")
     with tempfile.TemporaryDirectory() as scratch:
         task = build_task(Path(scratch))
@@ -157,6 +195,12 @@ def main() -> None:
                 10,
             )
             print(f"{'':42s} {rt / plain:.1f}x plain, {rt / bare:.2f}x bare bwrap")
+            if args.mini_swe_agent:
+                peer = report(
+                    "mini-swe-agent BubblewrapEnvironment",
+                    mini_swe_agent_times(args.mini_swe_agent, runs),
+                )
+                print(f"{'':42s} ours {rt / peer:.2f}x mini-swe-agent's")
             report(
                 "pytest run inside (16 tests)",
                 timed(lambda: box.exec("python3 -m pytest -q -p no:cacheprovider", 60, 100_000), 5),
