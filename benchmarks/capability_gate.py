@@ -5,10 +5,13 @@ costs.
     .venv/bin/python benchmarks/capability_gate.py --history GIT_DIR [GIT_DIR ...] [--commits 500]
 
 Without ``--history``: every shipped gold patch (``--source``'s suites; ``--tasks N``: the first
-N of each) is applied in a local sandbox and gated as ``grade`` gates it, in relative and in
-strict mode. Prints the gold patches refused (false rejections), the milliseconds the gate
-takes per graded patch (reading the files back included), and, per shipped repository, the
-capabilities its base product files already use (what the relative rule leaves open in them).
+N of each) is gated as ``grade`` gates it, in relative and in strict mode, its files read from
+the task's snapshot. Prints the gold patches refused (false rejections), the milliseconds the
+gate takes per graded patch (parsing and comparing; ``grade`` also reads the files back from
+the sandbox), and, per shipped repository, the capabilities its base product files already
+use (what the relative rule leaves open in them), and what the detectors
+(``ac_env.grading.detectors``) flag on the gold patches (false positives: gold patches are
+correct fixes).
 
 With ``--history``: for each git directory (a bare clone is enough), the last ``--commits``
 non-merge commits that change product ``.py`` files (not tests, not docs), each changed file's
@@ -19,8 +22,10 @@ share of commits refused and the most frequent reasons.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path, PurePosixPath
@@ -29,8 +34,8 @@ from tqdm import tqdm
 
 from ac_env.grading.capabilities import capability_uses
 from ac_env.grading.capability_gate import GateMode, check_patch, gates
-from ac_env.grading.patch_filter import looks_like_test, split_diff
-from ac_env.sandbox.local import LocalSandbox
+from ac_env.grading.detectors import detect, literals_of_tests
+from ac_env.grading.patch_filter import added_lines, graded_test_files, looks_like_test, split_diff
 from ac_env.tasks import load_tasks
 from ac_env.tasks.model import Task
 
@@ -50,16 +55,45 @@ def product_file(path: str) -> bool:
 # -- the shipped gold patches ------------------------------------------------------------------
 
 
-def gold_files(task: Task, sandbox: LocalSandbox) -> dict[str, tuple[bytes | None, bytes]]:
-    """Base and patched bytes of the Python files ``task``'s gold patch changes or adds."""
-    sandbox.reset(task)
+def gold_files(
+    task: Task, scratch: Path
+) -> tuple[dict[str, tuple[bytes | None, bytes]], list[str]]:
+    """Base and patched bytes of the Python files ``task``'s gold patch changes or adds, read
+    from the task's snapshot through a scratch index (the snapshot is left untouched), and
+    what the detectors flag on the patch (the test patch applied, as ``grade`` does)."""
+    assert task.snapshot_dir is not None
+    repo = task.snapshot_dir
+    index = {"GIT_INDEX_FILE": str(scratch / "index")}
+    _git_in(repo, index, "read-tree", "HEAD")
+    for name, patch in (("gold", task.patch), ("test", task.test_patch)):
+        if patch.strip():
+            (scratch / name).write_text(patch)
+            _git_in(repo, index, "apply", "--cached", str(scratch / name))
     changes = [c for c in split_diff(task.patch) if gates(c.path) and not c.deleted]
-    base = {c.path: None if c.created else sandbox.read_file(c.path) for c in changes}
-    sandbox.write_file(".gold.patch", task.patch.encode())
-    applied = sandbox.exec("git apply .gold.patch && rm .gold.patch", 60, 10_000)
-    if applied.exit_code != 0:
-        raise RuntimeError(f"{task.instance_id}: the gold patch does not apply: {applied.output}")
-    return {path: (before, sandbox.read_file(path)) for path, before in base.items()}
+    files = {
+        c.path: (
+            None if c.created else _git_in(repo, index, "show", f"HEAD:{c.path}"),
+            _git_in(repo, index, "show", f":{c.path}"),
+        )
+        for c in changes
+    }
+    tests = sorted(p for p in graded_test_files(task) if p.endswith(".py"))
+    literals = literals_of_tests(
+        [_git_in(repo, index, "show", f":{p}", check=False) for p in tests]
+    )
+    flags = [
+        flag
+        for path, lines in added_lines(task.patch).items()
+        if path in files
+        for flag in detect(files[path][1], lines, path, literals)
+    ]
+    return files, flags
+
+
+def _git_in(repo: Path, env: dict[str, str], *args: str, check: bool = True) -> bytes:
+    return subprocess.run(
+        ["git", *args], cwd=repo, env={**os.environ, **env}, capture_output=True, check=check
+    ).stdout
 
 
 def base_capabilities(task: Task) -> dict[str, int]:
@@ -77,17 +111,18 @@ def base_capabilities(task: Task) -> dict[str, int]:
 
 
 def gold_report(sources: list[str], limit: int) -> None:
-    sandbox = LocalSandbox()
-    try:
+    with tempfile.TemporaryDirectory() as scratch:
         for source in sources:
             tasks = load_tasks(source, split=None)
             tasks = tasks[:limit] if limit else tasks
             costs: list[float] = []
             refused: dict[GateMode, list[str]] = {"relative": [], "strict": []}
             open_by_repo: dict[str, dict[str, int]] = {}
+            flagged: list[str] = []
             for task in tqdm(tasks, desc=source, unit="task"):
+                files, flags = gold_files(task, Path(scratch))
+                flagged += [f"{task.instance_id}: {flag}" for flag in flags]
                 started = time.perf_counter()
-                files = gold_files(task, sandbox)
                 verdict = check_patch(files, "relative")
                 costs.append((time.perf_counter() - started) * 1000)
                 refused["relative"] += [f"{task.instance_id}: {u}" for u in verdict.rejected]
@@ -100,17 +135,18 @@ def gold_report(sources: list[str], limit: int) -> None:
             print(
                 f"{source}: {len(tasks)} gold patches; refused in relative mode: "
                 f"{len(refused['relative'])}, in strict mode: {len(refused['strict'])}; gate "
-                f"(files read back included) median {statistics.median(costs):.1f} ms, "
-                f"p95 {p95:.1f} ms, max {costs[-1]:.1f} ms per patch"
+                f"median {statistics.median(costs):.1f} ms, p95 {p95:.1f} ms, "
+                f"max {costs[-1]:.1f} ms per patch"
             )
             for line in refused["relative"] + refused["strict"]:
                 print("   refused:", line)
+            print(f"  detector flags on gold patches (false positives): {len(flagged)}")
+            for line in flagged:
+                print("   flagged:", line)
             print(f"  capabilities the relative rule leaves open ({len(open_by_repo)} repos):")
             for repo, counts in sorted(open_by_repo.items()):
                 shown = ", ".join(f"{name} ({n} files)" for name, n in counts.items()) or "none"
                 print(f"    {repo}: {shown}")
-    finally:
-        sandbox.close()
 
 
 # -- real history ------------------------------------------------------------------------------

@@ -191,9 +191,14 @@ def test_the_file_is_read_as_python_reads_it():
     assert refused("x = 1\x00") == {"unparseable"}
 
 
-def test_a_file_the_patch_adds_has_nothing_allowed():
-    verdict = check_patch({"pkg/new.py": (None, b"import gc\ngc.get_objects()\n")}, "relative")
+def test_a_file_the_patch_adds_may_use_only_what_the_changed_files_used():
+    new = b"import gc\ngc.get_objects()\n"
+    verdict = check_patch({"pkg/new.py": (None, new)}, "relative")
     assert [(u.file, u.line, u.capability) for u in verdict.rejected] == [("pkg/new.py", 2, "gc")]
+    walker = b"import gc\n\n\ndef walk():\n    return gc.get_referrers(walk)\n"
+    moved = {"pkg/new.py": (None, new), "pkg/walk.py": (walker, walker + b"x = 1\n")}
+    assert check_patch(moved, "relative").rejected == []  # it could have gone in walk.py
+    assert {u.file for u in check_patch(moved, "strict").rejected} == {"pkg/new.py"}
 
 
 def test_a_capability_the_base_file_used_is_allowed_and_reported():

@@ -241,7 +241,7 @@ class _Scope:
     """The module's names bound unconditionally by a top-level statement: its line."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Visit:
     node: ast.AST
     parent: ast.AST | None
@@ -252,6 +252,9 @@ class _Visit:
     functions: tuple[ast.FunctionDef | ast.AsyncFunctionDef, ...]
     annotation: bool
 
+    binds: tuple[str, ...]
+    """The names the node binds in its scope."""
+
     @property
     def top_line(self) -> int:
         return self.top.lineno if self.top is not None else 0
@@ -259,6 +262,18 @@ class _Visit:
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_SCOPES = frozenset({*_FUNCTIONS, ast.Lambda, ast.ClassDef, *_COMPREHENSIONS})
+_ASSIGNING = frozenset(
+    {
+        ast.Assign,
+        ast.AnnAssign,
+        ast.NamedExpr,
+        ast.withitem,
+        ast.For,
+        ast.AsyncFor,
+        ast.comprehension,
+    }
+)
 _UNCONDITIONAL = (ast.Assign, ast.AnnAssign, ast.Import, ast.ImportFrom, *_FUNCTIONS, ast.ClassDef)
 
 
@@ -270,6 +285,7 @@ class _Analysis:
         self.deleted: set[str] = set()
         self.aliases: dict[str, set[str]] = {}
         self.found: dict[tuple[int, str], Use] = {}
+        self.assignments: list[tuple[_Visit, list[tuple[ast.Name, ast.expr]]]] = []
         self._walk(tree, None, self.module, None, None, (), False)
         self._collect_bindings()
         self._collect_aliases()
@@ -290,7 +306,17 @@ class _Analysis:
         if isinstance(node, ast.stmt):
             statement, top = node, top or node
         self.parents[id(node)] = parent
-        self.visits.append(_Visit(node, parent, scope, statement, top, functions, annotation))
+        binds = tuple(_bound_names(node))
+        visit = _Visit(node, parent, scope, statement, top, functions, annotation, binds)
+        self.visits.append(visit)
+        if type(node) in _ASSIGNING:
+            self.assignments.append((visit, _assigned_nodes(node)))
+        if type(node) not in _SCOPES:
+            in_annotation = isinstance(node, ast.AnnAssign)
+            for child in ast.iter_child_nodes(node):
+                hint = annotation or (in_annotation and child is node.annotation)  # type: ignore[attr-defined]
+                self._walk(child, node, scope, statement, top, functions, hint)
+            return
 
         def outer(child: ast.AST, is_annotation: bool = annotation) -> None:
             self._walk(child, node, scope, statement, top, functions, is_annotation)
@@ -313,18 +339,12 @@ class _Analysis:
             for child in [*node.decorator_list, *node.bases, *node.keywords]:
                 outer(child)
             body = [*node.body]
-        elif isinstance(node, _COMPREHENSIONS):
+        else:
+            assert isinstance(node, _COMPREHENSIONS)
             inner = _Scope("comprehension", scope)
             first, *rest = node.generators
             outer(first.iter)
             body = [*_elements(node), first.target, *first.ifs, *rest]
-        else:
-            for child in ast.iter_child_nodes(node):
-                is_annotation = annotation or (
-                    isinstance(node, ast.AnnAssign) and child is node.annotation
-                )
-                outer(child, is_annotation)
-            return
         for child in body:
             self._walk(child, node, inner, statement, top, functions, annotation)
 
@@ -337,7 +357,7 @@ class _Analysis:
                 scope.declared_global.update(node.names)
                 if isinstance(node, ast.Nonlocal):
                     scope.bound.update(node.names)
-            for name in _bound_names(node):
+            for name in visit.binds:
                 target = scope
                 if isinstance(visit.parent, ast.NamedExpr) and node is visit.parent.target:
                     while target.kind == "comprehension" and target.parent is not None:
@@ -371,8 +391,8 @@ class _Analysis:
                         self.aliases.setdefault(bound, set()).add(alias.name)
         for _ in range(_MAX_ALIAS_ROUNDS):
             before = sum(map(len, self.aliases.values()))
-            for visit in self.visits:
-                for name_node, value in _assigned_nodes(visit.node):
+            for visit, pairs in self.assignments:
+                for name_node, value in pairs:
                     resolved = self.resolve(value, visit)
                     if resolved:
                         self.aliases.setdefault(name_node.id, set()).update(resolved)
@@ -384,8 +404,8 @@ class _Analysis:
         names bound any other way: None."""
         values: dict[str, set[str] | None] = {}
         literal_targets: set[int] = set()
-        for visit in self.visits:
-            for target, value in _assigned_nodes(visit.node):
+        for _, pairs in self.assignments:
+            for target, value in pairs:
                 if isinstance(value, ast.Constant) and isinstance(value.value, str):
                     literal_targets.add(id(target))
                     known = values.setdefault(target.id, set())
@@ -393,7 +413,7 @@ class _Analysis:
                         known.add(value.value)
         for visit in self.visits:
             node = visit.node
-            for name in _bound_names(node):
+            for name in visit.binds:
                 if not (isinstance(node, ast.Name) and id(node) in literal_targets):
                     values[name] = None
         return values

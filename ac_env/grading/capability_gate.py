@@ -9,9 +9,10 @@ and compares them, by ``GateMode``:
   in that file (a repository that does reflection is not refused a fix that does more of it);
   its uses in added code are reported as ``allowed``. Any use of a capability the base
   version did not use is refused, wherever it is in the file: a patch that only deletes the
-  local ``def exec`` an unchanged line called is refused too. A file the patch adds has no
-  base; a base version Python cannot compile allows every capability (it never ran: there is
-  nothing to compare with);
+  local ``def exec`` an unchanged line called is refused too. A file the patch adds may use
+  what the base versions of the files the patch changes used (the same code could have gone
+  into them: moving a fix into a new module is no new power); a base version Python cannot
+  compile allows every capability (it never ran: there is nothing to compare with);
 - ``strict``: the same, and a use in added code is refused even where the base used it;
 - ``off``: nothing is checked.
 
@@ -70,11 +71,10 @@ def check_patch(files: Mapping[str, tuple[bytes | None, bytes]], mode: GateMode)
         return GateVerdict()
     rejected: list[CapabilityUse] = []
     allowed: list[CapabilityUse] = []
+    before = {path: _capabilities(base) for path, (base, _) in files.items() if base is not None}
+    changed = set().union(*before.values())
     for path, (base, patched) in sorted(files.items()):
-        base_uses = [] if base is None else capability_uses(base)
-        base_capabilities = {use.capability for use in base_uses}
-        if UNPARSEABLE in base_capabilities:  # nothing to compare with: the base never ran
-            base_capabilities = set(CAPABILITIES)
+        base_capabilities = before.get(path, changed)
         touched = _touched_lines(base or b"", patched)
         for use in capability_uses(patched):
             found = CapabilityUse(
@@ -88,16 +88,36 @@ def check_patch(files: Mapping[str, tuple[bytes | None, bytes]], mode: GateMode)
     return GateVerdict(rejected=rejected, allowed=allowed)
 
 
+def _capabilities(base: bytes) -> set[str]:
+    """What a base version uses; all capabilities where Python cannot compile it (it never
+    ran: there is nothing to compare with)."""
+    used = {use.capability for use in capability_uses(base)}
+    return set(CAPABILITIES) if UNPARSEABLE in used else used
+
+
 def _touched_lines(base: bytes, patched: bytes) -> set[int]:
-    """Lines of ``patched`` (from 1) the patch added, and those next to a removal."""
+    """Lines of ``patched`` (from 1) the patch added, and those next to a removal. The lines
+    both versions begin and end with are matched first; a change in between may be matched
+    less tightly than ``git diff`` would (more lines count as added, never fewer)."""
     before, after = base.splitlines(), patched.splitlines()
+    head = 0
+    while head < min(len(before), len(after)) and before[head] == after[head]:
+        head += 1
+    tail = 0
+    while (
+        tail < min(len(before), len(after)) - head
+        and before[len(before) - 1 - tail] == after[len(after) - 1 - tail]
+    ):
+        tail += 1
     touched: set[int] = set()
-    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
-    for tag, _, _, start, end in matcher.get_opcodes():
+    middle = difflib.SequenceMatcher(
+        None, before[head : len(before) - tail], after[head : len(after) - tail]
+    )
+    for tag, _, _, start, end in middle.get_opcodes():
         if tag in ("replace", "insert"):
-            touched.update(range(start + 1, end + 1))
+            touched.update(range(head + start + 1, head + end + 1))
         elif tag == "delete":
-            touched.update((start, start + 1))
+            touched.update((head + start, head + start + 1))
     return touched
 
 
