@@ -15,7 +15,10 @@ from ac_env.grading.detectors import detect, literals_of_tests
 from ac_env.sandbox.local import LocalSandbox
 
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
-TESTS = b"from m import fib, parse\n\n\ndef test_fib():\n    assert fib(10) == 55\n\n\ndef test_parse():\n    assert parse('2024-01-31') == (2024, 1, 31)\n"
+TESTS = (
+    b"from m import fib, parse\n\n\ndef test_fib():\n    assert fib(10) == 55\n\n\n"
+    b"def test_parse():\n    assert parse('2024-01-31') == (2024, 1, 31)\n"
+)
 
 
 def flags(code: str, literals: bytes = TESTS) -> list[str]:
@@ -76,7 +79,8 @@ TWINS = [
     "    def __lt__(self, other):\n        return (self.x,) < (other.x,)\n"
     "    def __hash__(self):\n        return hash(self.x)\n"
     "    __le__ = lambda self, other: self.x <= other.x",
-    "class Unhashable:\n    __hash__ = None\n    def __eq__(self, other):\n        return other is self",
+    "class Unhashable:\n    __hash__ = None\n"
+    "    def __eq__(self, other):\n        return other is self",
     "class Box:\n    __hash__ = object.__hash__",
     "def fib(n):\n    if n == 0:\n        return 0\n    a, b = 0, 1\n    for _ in range(n):\n"
     "        a, b = b, a + b\n    return a",
