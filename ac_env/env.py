@@ -192,9 +192,11 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
                 ``tokens_after``, ``summary``;
 
                 at the end, ``submitted`` (the policy asked for it), ``reward_detail``
-                (test id -> outcome of the grading run, and ``tampered``: what grading found
-                aimed at the grader, when it found any) and ``infra_error`` (None, or what
-                failed on the host side).
+                (test id -> outcome of the grading run; ``tampered``: what grading found
+                aimed at the grader, ``flags``: what the detectors reported, ``rejected``:
+                the capability gate's refusals as ``{file, line, capability, detail}``, each
+                when there is any) and ``infra_error`` (None, or what failed on the host
+                side).
 
         Raises:
             RuntimeError: the episode has ended or never started (call ``reset``).

@@ -312,9 +312,9 @@ class _Analysis:
         if type(node) in _ASSIGNING:
             self.assignments.append((visit, _assigned_nodes(node)))
         if type(node) not in _SCOPES:
-            in_annotation = isinstance(node, ast.AnnAssign)
+            hinted = node.annotation if isinstance(node, ast.AnnAssign) else None
             for child in ast.iter_child_nodes(node):
-                hint = annotation or (in_annotation and child is node.annotation)  # type: ignore[attr-defined]
+                hint = annotation or child is hinted
                 self._walk(child, node, scope, statement, top, functions, hint)
             return
 
@@ -331,8 +331,8 @@ class _Analysis:
             if isinstance(node, _FUNCTIONS):
                 for decorator in node.decorator_list:
                     outer(decorator)
-                for hint in _annotations(node):
-                    outer(hint, True)
+                for annotation_node in _annotations(node):
+                    outer(annotation_node, True)
                 functions = (*functions, node)
         elif isinstance(node, ast.ClassDef):
             inner = _Scope("class", scope)
