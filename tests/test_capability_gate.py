@@ -86,6 +86,9 @@ CASES = {
         "run = exec\nrun('x')",
         "f = [exec][0]",
         "from sys import *",
+        "len.__self__.exec('x = 1')",
+        "__import__('builtins').exec('x = 1')",
+        "b = __import__('builtins')\nb.eval('1')",
     ],
     "computed-attribute": [
         "getattr(a, '__co' + 'de__')",
@@ -110,6 +113,7 @@ CASES = {
         "import os\nos.system('true')",
         "from os import execv",
         "import os\nos.fork()",
+        "__import__('os').system('true')",
         "import multiprocessing",
         "import pty",
     ],

@@ -19,6 +19,7 @@ not be refused a fix that reads one more.
 from __future__ import annotations
 
 import ast
+import builtins
 import re
 import string
 from collections.abc import Iterator
@@ -195,6 +196,7 @@ _BUILTINS = {
     "hasattr", "globals", "locals", "vars", "isinstance", "issubclass",
 }  # fmt: skip
 """Builtin names the resolver follows (as ``builtins.<name>`` unless shadowed)."""
+_ALL_BUILTINS = frozenset(dir(builtins))
 _IMPORTERS = frozenset({"builtins.__import__", "importlib.import_module"})
 _NAMESPACES = frozenset({"builtins.globals", "builtins.locals", "builtins.vars"})
 _BY_NAME = frozenset({"builtins.getattr", "builtins.setattr", "builtins.delattr"})
@@ -288,8 +290,8 @@ class _Analysis:
         self.assignments: list[tuple[_Visit, list[tuple[ast.Name, ast.expr]]]] = []
         self._walk(tree, None, self.module, None, None, (), False)
         self._collect_bindings()
-        self._collect_aliases()
         self.literals = self._string_variables()
+        self._collect_aliases()
 
     # -- the walk: each node with its scope and statement ------------------------------------
 
@@ -442,8 +444,20 @@ class _Analysis:
                 names.add(f"builtins.{node.id}")
             return names
         if isinstance(node, ast.Attribute):
+            if node.attr == "__self__" and self._builtin_function(node.value, visit):
+                return {"builtins"}  # a builtin function's __self__ is the builtins module
             return {f"{name}.{node.attr}" for name in self.resolve(node.value, visit)}
+        if isinstance(node, ast.Call) and self.resolve(node.func, visit) & _IMPORTERS:
+            return self._imported_literally(node, visit) or set()
         return set()
+
+    def _builtin_function(self, node: ast.AST, visit: _Visit) -> bool:
+        return (
+            isinstance(node, ast.Name)
+            and node.id in _ALL_BUILTINS
+            and node.id not in self.aliases
+            and not self._shadowed(node.id, visit)
+        )
 
     # -- findings -----------------------------------------------------------------------------
 
