@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ac_env.actions import ActionParser
 from ac_env.compaction.protocol import CompactionProtocol
 from ac_env.cost import DEFAULT_PRICING, Pricing
+from ac_env.grading.capability_gate import GateMode
+from ac_env.grading.grader import FlaggedReward
 from ac_env.sandbox import caching_sandboxes, sandbox_help
 from ac_env.sandbox.base import Sandbox
 from ac_env.sandbox.quota import DEFAULT_DISK_QUOTA_MB
@@ -159,6 +161,21 @@ class EnvConfig(TaskSelection):
     )
     grading_timeout: float = Field(
         default=300.0, gt=0, description="seconds for the final grading test run"
+    )
+    capability_gate: GateMode = Field(
+        default="relative",
+        description="the static capability gate on the graded patch "
+        "(ac_env.grading.capability_gate): 'relative' refuses added code that reaches the "
+        "interpreter's machinery (frames, code internals, gc, hooks, exec, computed attribute "
+        "names, ctypes, processes, pickle, threads) unless the file already did before the "
+        "patch; 'strict' refuses it even then; 'off' checks nothing. A refused patch gets "
+        "reward 0, reward_detail['rejected'] naming file, line and capability",
+    )
+    flagged_reward: FlaggedReward = Field(
+        default="keep",
+        description="whether a resolved patch the detectors flag (always-equal objects, test "
+        "detection, answers special-cased from the tests: reward_detail['flags']) earns its "
+        "reward ('keep') or 0 ('zero')",
     )
 
     @model_validator(mode="after")

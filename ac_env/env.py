@@ -23,7 +23,7 @@ from ac_env.config import EnvConfig, SandboxFactory, parse_config
 from ac_env.context import Context
 from ac_env.cost import CallCost, CostMeter, make_pricing
 from ac_env.grading import GradeResult, grade
-from ac_env.grading.cache import grade_cached
+from ac_env.grading.cache import GradeSettings, grade_cached
 from ac_env.policy import PolicyOutput
 from ac_env.prompts import format_error_message, system_prompt, task_message, tool_message
 from ac_env.sandbox import make_sandbox_factory
@@ -192,9 +192,11 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
                 ``tokens_after``, ``summary``;
 
                 at the end, ``submitted`` (the policy asked for it), ``reward_detail``
-                (test id -> outcome of the grading run, and ``tampered``: what grading found
-                aimed at the grader, when it found any) and ``infra_error`` (None, or what
-                failed on the host side).
+                (test id -> outcome of the grading run; ``tampered``: what grading found
+                aimed at the grader, ``flags``: what the detectors reported, ``rejected``:
+                the capability gate's refusals as ``{file, line, capability, detail}``, each
+                when there is any) and ``infra_error`` (None, or what failed on the host
+                side).
 
         Raises:
             RuntimeError: the episode has ended or never started (call ``reset``).
@@ -418,6 +420,8 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
             info["reward_detail"]["tampered"] = result.tampered
         if result.flags:
             info["reward_detail"]["flags"] = list(result.flags)
+        if result.rejected:
+            info["reward_detail"]["rejected"] = [use.model_dump() for use in result.rejected]
         info["infra_error"] = result.infra_error
         info["submitted"] = exit_reason == "submitted"
         return (math.nan if result.reward is None else result.reward), info
@@ -457,11 +461,13 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
     # ---- helpers -------------------------------------------------------------------------
 
     def _grade(self, patch: str) -> GradeResult:
-        timeout = self.config.grading_timeout
-        if self.config.command_cache is None:
-            return grade(self.task, patch, self._make_sandbox(), timeout)
-        cache = self.config.command_cache
-        return grade_cached(self.task, patch, self._make_sandbox, timeout, cache)
+        config = self.config
+        timeout = config.grading_timeout
+        settings = GradeSettings(config.capability_gate, config.flagged_reward)
+        if config.command_cache is None:
+            return grade(self.task, patch, self._make_sandbox(), timeout, **settings._asdict())
+        cache = config.command_cache
+        return grade_cached(self.task, patch, self._make_sandbox, timeout, cache, settings)
 
     def _compactor(self) -> Compactor:
         threshold = self.config.forced_compaction_threshold

@@ -254,9 +254,12 @@ GRPO_FIELDS = (
     "report_to",
 )
 ASYNC_FIELDS = ("max_staleness", "on_stale", "queue_groups", "backend", "ray_address")
+REWARD_FIELDS = ("capability_gate", "flagged_reward")
+"""The env's grading settings a training run chooses (``EnvConfig``'s fields)."""
 
 
 def add_grpo(parser: argparse.ArgumentParser) -> None:
+    from ac_env.config import EnvConfig
     from ac_train.grpo.async_trainer import AsyncConfig
     from ac_train.grpo.config import GRPO_PRESETS, GRPOConfig
 
@@ -282,6 +285,7 @@ def add_grpo(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task-source", help="'builtin' (default) or a task .jsonl")
     parser.add_argument("--split", help="task split (env default: easy); 'all' for every split")
     parser.add_argument("--sandbox", help=f"{sandbox_help()} (default: 'local')")
+    add_fields(parser, EnvConfig, REWARD_FIELDS)
     add_fields(
         parser,
         GRPOConfig,
@@ -326,6 +330,7 @@ def grpo_config(args: argparse.Namespace) -> Any:
         env["split"] = None if args.split == "all" else args.split
     if args.sandbox is not None:
         env["sandbox"] = args.sandbox
+    env.update(given(args, REWARD_FIELDS))
     settings = given(args, GRPO_FIELDS)
     for flag in ("max_policy_steps", "probe_samples"):
         if getattr(args, flag) is not None and args.demonstration_steps_left is None:

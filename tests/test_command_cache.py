@@ -108,9 +108,9 @@ def test_a_patch_is_graded_once_and_the_diff_replayed(tmp_path: Path, monkeypatc
     graded: list[str] = []
     real_grade = grading_cache.grade
 
-    def counting_grade(task, patch, sandbox, timeout_s):  # type: ignore[no-untyped-def]
+    def counting_grade(task, patch, sandbox, timeout_s, **settings):  # type: ignore[no-untyped-def]
         graded.append(patch)
-        return real_grade(task, patch, sandbox, timeout_s)
+        return real_grade(task, patch, sandbox, timeout_s, **settings)
 
     monkeypatch.setattr(grading_cache, "grade", counting_grade)
     env = AutoCompactSWEEnv(sandbox="unisolated", command_cache=str(tmp_path / "store"))

@@ -105,3 +105,14 @@ def test_every_build_option_has_its_flag_under_the_old_names():
     assert args.unisolated and args.no_progress
     default = _parser().parse_args(["tasks", "build", "toolz==1.2.0"])
     assert set(config_kwargs(default, BuildOptions)) == {"out"}  # the rest: model defaults
+
+
+def test_the_grading_settings_have_serve_flags():
+    from ac_env.cli import _parser
+    from ac_env.config import EnvConfig
+
+    line = ["serve", "--capability-gate", "strict", "--flagged-reward", "zero"]
+    served = config_kwargs(_parser().parse_args(line), EnvConfig)
+    assert served == {"capability_gate": "strict", "flagged_reward": "zero"}
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["serve", "--capability-gate", "loose"])

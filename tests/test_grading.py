@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sandbox_task import BUGGY, TESTS, diff_after, git, make_task
@@ -16,8 +17,8 @@ F2P, P2P = "tests/test_ops.py::test_add", "tests/test_ops.py::test_mul"
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
 
 
-def grade_patch(task: Task, patch: str, timeout_s: float = 60.0) -> GradeResult:
-    return grade(task, patch, LocalSandbox(isolation=ISOLATION), timeout_s)
+def grade_patch(task: Task, patch: str, timeout_s: float = 60.0, **settings: Any) -> GradeResult:
+    return grade(task, patch, LocalSandbox(isolation=ISOLATION), timeout_s, **settings)
 
 
 @pytest.fixture
@@ -77,9 +78,13 @@ def test_patch_that_does_not_apply_is_the_policys_fault(task: Task):
 
 
 def test_patch_breaking_imports_is_zero_not_infra(task: Task):
-    result = grade_patch(task, diff_after(repo(task), {"calc/ops.py": "def add(:\n"}))
+    broken = diff_after(repo(task), {"calc/ops.py": "def add(:\n"})
+    result = grade_patch(task, broken, capability_gate="off")
     assert result.reward == 0.0 and result.infra_error is None
     assert result.tests == {F2P: "MISSING", P2P: "MISSING"}
+    gated = grade_patch(task, broken)  # the gate cannot read it, so it vouches for nothing
+    assert gated.reward == 0.0 and gated.infra_error is None
+    assert [(u.file, u.capability) for u in gated.rejected] == [("calc/ops.py", "unparseable")]
 
 
 def test_hanging_tests_time_out_as_zero(task: Task):

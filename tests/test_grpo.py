@@ -516,6 +516,13 @@ def test_stop_after_action_is_refused_where_no_terminal_action_is_sampled_in_pro
     assert sampling.stop_after_action and sampling.env == {}
 
 
+def test_the_grading_settings_reach_the_rollout_env_from_the_command_line(tmp_path):
+    line = ["grpo", "--output-dir", str(tmp_path), "--capability-gate", "strict"]
+    line += ["--flagged-reward", "zero"]
+    env = grpo_config(build_parser("grpo").parse_args(line)).env
+    assert (env["capability_gate"], env["flagged_reward"]) == ("strict", "zero")
+
+
 def test_the_shared_prefix_forward_can_be_turned_off_from_the_command_line(tmp_path):
     line = ["grpo", "--output-dir", str(tmp_path)]
     assert grpo_config(build_parser("grpo").parse_args(line)).share_prefix is True

@@ -16,13 +16,26 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
-from ac_env.grading.grader import GradeResult, grade
+from ac_env.grading.capability_gate import GateMode
+from ac_env.grading.grader import FlaggedReward, GradeResult, grade
 from ac_env.sandbox.base import Sandbox
 from ac_env.sandbox.signed_records import read_record, record_path, write_record
 from ac_env.tasks.model import Task
 
-FORMAT = 2
+FORMAT = 3
+
+
+class GradeSettings(NamedTuple):
+    """``grade``'s settings that change a grade: part of the key, so a grade under one is
+    never replayed under another."""
+
+    capability_gate: GateMode = "relative"
+    flagged_reward: FlaggedReward = "keep"
+
+
+DEFAULT_SETTINGS = GradeSettings()
 
 
 @functools.cache
@@ -37,11 +50,17 @@ def grader_fingerprint() -> str:
 
 
 def grade_cached(
-    task: Task, patch: str, make_sandbox: Callable[[], Sandbox], timeout_s: float, directory: str
+    task: Task,
+    patch: str,
+    make_sandbox: Callable[[], Sandbox],
+    timeout_s: float,
+    directory: str,
+    settings: GradeSettings = DEFAULT_SETTINGS,
 ) -> GradeResult:
-    """``grade(task, patch, make_sandbox(), timeout_s)``, replayed from ``directory/grades``."""
+    """``grade(task, patch, make_sandbox(), timeout_s, **settings)``, replayed from
+    ``directory/grades``."""
     task_digest = hashlib.sha256(task.model_dump_json().encode()).hexdigest()
-    key = json.dumps([FORMAT, grader_fingerprint(), task_digest, patch, timeout_s])
+    key = json.dumps([FORMAT, grader_fingerprint(), task_digest, patch, timeout_s, *settings])
     path = record_path(Path(directory) / "grades", key)
     record = read_record(path, key)
     if record is not None:
@@ -49,7 +68,7 @@ def grade_cached(
             return GradeResult.model_validate(record["grade"])
         except (ValueError, KeyError):
             pass
-    result = grade(task, patch, make_sandbox(), timeout_s)
+    result = grade(task, patch, make_sandbox(), timeout_s, **settings._asdict())
     if result.infra_error is None and not result.timed_out:
         write_record(path, {"key": key, "grade": result.model_dump(mode="json")})
     return result

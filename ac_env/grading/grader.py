@@ -7,8 +7,14 @@
    ``conftest.py``, start-up hooks, bytecode and symbolic links are left out as tampering;
    a diff over ``MAX_PATCH_BYTES`` or one that does not apply is the policy's fault,
    reward 0;
-2. ``task.test_patch`` is applied (hidden tests, as in SWE-bench);
-3. FAIL_TO_PASS + PASS_TO_PASS run under a timeout through the trusted runner, in the order
+2. the static capability gate (``capability_gate``) reads the Python files the kept diff
+   changes, before and after, on the host: added code that reaches the interpreter's own
+   machinery (frames, code internals, gc, hooks, dynamic code, attribute access by computed
+   name, ctypes, processes, unpickling, threads, signals, atexit) gets reward 0 and names the
+   file, line and capability in ``rejected``, and no test runs (``capability_gate``:
+   ``relative``, ``strict`` or ``off``);
+3. ``task.test_patch`` is applied (hidden tests, as in SWE-bench);
+4. FAIL_TO_PASS + PASS_TO_PASS run under a timeout through the trusted runner, in the order
    of ``task.test_order`` where the task gives one (the suite's own order: tests of a mined
    task may depend on it), else FAIL_TO_PASS first
    (``runner``, ``boot``): the task's pytest command in isolated Python with
@@ -17,9 +23,10 @@
    checks that pytest's machinery was left alone. Outcomes come from the runner's report (a
    line carrying a fresh nonce), never from text the code under test could print; a test
    it does not name counts as failed;
-4. resolved when every FAIL_TO_PASS and PASS_TO_PASS test passes (PASSED or XFAIL), pytest
+5. resolved when every FAIL_TO_PASS and PASS_TO_PASS test passes (PASSED or XFAIL), pytest
    finished (exit code 0 or 1) and no tampering was found. Tampering gives reward 0 and says
-   what was found in ``tampered``.
+   what was found in ``tampered``. What the detectors flag (``flags``) keeps its reward unless
+   ``flagged_reward`` is ``zero``.
 
 Infrastructure errors give ``reward=None`` and ``infra_error`` (never a silent 0): the sandbox
 failing, a task without FAIL_TO_PASS tests, a ``test_patch`` that does not apply, a
@@ -34,15 +41,19 @@ from __future__ import annotations
 import time
 from contextlib import closing
 from pathlib import PurePosixPath
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
-from ac_env.grading.detectors import detect
+from ac_env.grading.capabilities import UNPARSEABLE
+from ac_env.grading.capability_gate import CapabilityUse, GateMode, check_patch, gates
+from ac_env.grading.detectors import detect, literals_of_tests
 from ac_env.grading.patch_filter import (
     added_lines,
     filter_patch,
     graded_test_files,
     looks_like_test,
+    split_diff,
 )
 from ac_env.grading.runner import RunnerCommandError, RunnerReport, run_tests
 from ac_env.sandbox.base import Sandbox, SandboxError
@@ -60,6 +71,8 @@ _APPLY_TIMEOUT_S = 60.0
 _APPLY_OUTPUT_LIMIT = 16 * 1024
 _LISTING_LIMIT = 32 * 1024 * 1024
 _RUN_OUTPUT_LIMIT = 8 * 1024 * 1024
+FlaggedReward = Literal["keep", "zero"]
+"""Whether a resolved patch the detectors flag earns its reward (``keep``) or 0 (``zero``)."""
 
 
 class TestGroup(BaseModel):
@@ -88,7 +101,13 @@ class GradeResult(BaseModel):
     """What was found aimed at the grader (reward 0), or None."""
     flags: list[str] = []
     """What the guard and the detectors found suspicious without it being aimed at the grader
-    (``detectors``; reported, the reward unchanged)."""
+    (``detectors``; reported, the reward unchanged unless ``flagged_reward`` is ``zero``)."""
+    rejected: list[CapabilityUse] = []
+    """What the static capability gate refused (reward 0, no test run), file, line and
+    capability each."""
+    allowed: list[CapabilityUse] = []
+    """Capability uses in added code the gate let through because the file's base version
+    already used the capability (``relative`` mode)."""
     ignored: dict[str, str] = {}
     """Files of the diff left out of grading without blame, with the reason."""
     infra_error: str | None = None
@@ -114,12 +133,16 @@ def grade(
     timeout_s: float = 300.0,
     *,
     log_limit: int = 64 * 1024,
+    capability_gate: GateMode = "relative",
+    flagged_reward: FlaggedReward = "keep",
 ) -> GradeResult:
     """Grade ``patch`` (a unified diff against the task's base commit; non-UTF-8 bytes as
     surrogate escapes, as ``Sandbox.diff`` returns them) for ``task``.
 
     ``sandbox`` must be fresh (not started): ``grade`` starts it from the task's snapshot and
-    closes it. ``timeout_s`` bounds the test run; ``log_limit`` caps ``GradeResult.log``.
+    closes it. ``timeout_s`` bounds the test run; ``log_limit`` caps ``GradeResult.log``;
+    ``capability_gate`` is the static gate's mode (``capability_gate.GateMode``);
+    ``flagged_reward`` whether a flagged patch earns its reward.
     """
     started = time.monotonic()
     log = _Log(log_limit)
@@ -128,10 +151,17 @@ def grade(
     try:
         with closing(sandbox):
             sandbox.start(task)
-            result = _grade_started(task, patch, sandbox, timeout_s, log)
+            settings = _Settings(timeout_s, capability_gate, flagged_reward)
+            result = _grade_started(task, patch, sandbox, settings, log)
     except SandboxError as error:
         result = GradeResult.infra(f"sandbox failed: {error}", log=log.text())
     return result.model_copy(update={"duration_s": time.monotonic() - started})
+
+
+class _Settings(NamedTuple):
+    timeout_s: float
+    gate: GateMode
+    flagged_reward: FlaggedReward
 
 
 class _Log:
@@ -149,8 +179,9 @@ class _Log:
 
 
 def _grade_started(
-    task: Task, patch: str, sandbox: Sandbox, timeout_s: float, log: _Log
+    task: Task, patch: str, sandbox: Sandbox, settings: _Settings, log: _Log
 ) -> GradeResult:
+    timeout_s = settings.timeout_s
     size = len(patch.encode("utf-8", errors="surrogateescape"))
     if size > MAX_PATCH_BYTES:
         return _agent_failure(f"the diff is {size} bytes, over the grader's {MAX_PATCH_BYTES}", log)
@@ -168,6 +199,9 @@ def _grade_started(
         log.add("# left out", _listing(filtered.ignored))
     tampered = [f"{path}: {reason}" for path, reason in filtered.tampered.items()]
     ignored = dict(filtered.ignored)
+    gated = [c.path for c in split_diff(filtered.patch) if gates(c.path) and not c.deleted]
+    tracked = set(base_files)
+    base = {path: _read(sandbox, path) if path in tracked else None for path in gated}
     apply_error = _apply(sandbox, _MODEL_PATCH, filtered.patch, log)
     if apply_error is not None:
         return _agent_failure(f"patch does not apply: {apply_error}", log, tampered, ignored)
@@ -175,10 +209,26 @@ def _grade_started(
     if test_patch_error is not None:
         return GradeResult.infra(f"test_patch does not apply: {test_patch_error}", log.text())
 
+    patched = {path: _read(sandbox, path) for path in gated}
     added = {
         path: lines for path, lines in added_lines(filtered.patch).items() if path.endswith(".py")
     }
-    flags = _detector_flags(sandbox, added)
+    flags = _detector_flags(sandbox, task, patched, added)
+    rejected, allowed = _gate(base, patched, settings.gate)
+    if rejected:
+        shown = "; ".join(map(str, rejected[:3]))
+        return GradeResult(
+            resolved=False,
+            reward=0.0,
+            patch_applied=True,
+            reason=f"the capability gate refused the patch: {shown}",
+            tampered="; ".join(tampered) or None,
+            flags=flags,
+            rejected=rejected,
+            allowed=allowed,
+            ignored=ignored,
+            log=log.text(),
+        )
     test_ids = _graded_in_order(task)
     job = _job(task, base_files, added)
     try:
@@ -210,6 +260,7 @@ def _grade_started(
     ran_through = report.finished and report.exit_code in (0, 1)
     passing = not fail_to_pass.failed and not pass_to_pass.failed
     resolved = passing and ran_through and not run.timed_out and not tampered
+    earns = resolved and not (flags and settings.flagged_reward == "zero")
     if run.timed_out:
         reason = f"the test run timed out after {timeout_s:g} s"
     elif tampered:
@@ -218,6 +269,8 @@ def _grade_started(
         reason = f"the test process died (exit code {run.exit_code}) before the runner reported"
     elif not ran_through:
         reason = f"pytest stopped with exit code {report.exit_code} {report.error}".strip()
+    elif resolved and not earns:
+        reason = f"resolved but flagged, and flagged patches earn 0: {'; '.join(flags[:3])}"
     elif resolved:
         reason = "resolved: every FAIL_TO_PASS and PASS_TO_PASS test passes"
     else:
@@ -225,7 +278,7 @@ def _grade_started(
         reason = f"not resolved: {len(failing)} test(s) fail: {', '.join(failing[:5])}"
     return GradeResult(
         resolved=resolved,
-        reward=1.0 if resolved else 0.0,
+        reward=1.0 if earns else 0.0,
         tests=tests,
         fail_to_pass=fail_to_pass,
         pass_to_pass=pass_to_pass,
@@ -234,21 +287,53 @@ def _grade_started(
         reason=reason,
         tampered="; ".join(tampered) or None,
         flags=flags,
+        allowed=allowed,
         ignored=ignored,
         log=log.text(),
     )
 
 
-def _detector_flags(sandbox: Sandbox, added: dict[str, list[int]]) -> list[str]:
-    """What ``detectors`` find on the lines the patch added (read back from the sandbox)."""
+def _read(sandbox: Sandbox, path: str) -> bytes | None:
+    """The bytes of ``path`` in the sandbox, None where it cannot be read."""
+    try:
+        return sandbox.read_file(path)
+    except (OSError, ValueError, SandboxError):
+        return None
+
+
+def _gate(
+    base: dict[str, bytes | None], patched: dict[str, bytes | None], mode: GateMode
+) -> tuple[list[CapabilityUse], list[CapabilityUse]]:
+    """What the capability gate refuses and allows; a patched file the grader cannot read
+    back is refused (the gate cannot vouch for it)."""
+    unread = [
+        CapabilityUse(file=path, line=1, capability=UNPARSEABLE, detail="cannot be read back")
+        for path, source in patched.items()
+        if source is None
+    ]
+    readable = {path: (base[path], source) for path, source in patched.items() if source}
+    verdict = check_patch(readable, mode)
+    return ([*unread, *verdict.rejected] if mode != "off" else []), verdict.allowed
+
+
+def _detector_flags(
+    sandbox: Sandbox,
+    task: Task,
+    patched: dict[str, bytes | None],
+    added: dict[str, list[int]],
+) -> list[str]:
+    """What ``detectors`` find on the lines the patch added, given the literals of the
+    graded test files (read back from the sandbox, ``test_patch`` applied)."""
+    sources = {path: patched.get(path) for path in added}
+    if not any(sources.values()):
+        return []
+    tests = sorted(p for p in graded_test_files(task) if p.endswith(".py"))
+    literals = literals_of_tests([_read(sandbox, path) or b"" for path in tests])
     flags = []
     for path, lines in added.items():
-        try:
-            source = sandbox.read_file(path)
-        except (OSError, ValueError, SandboxError):
-            continue
-        if len(source) <= MAX_PATCH_BYTES:
-            flags += detect(source.decode("utf-8", "replace"), lines, path)
+        source = sources[path]
+        if source is not None and len(source) <= MAX_PATCH_BYTES:
+            flags += detect(source, lines, path, literals)
     return flags
 
 
