@@ -18,9 +18,10 @@ SandboxFactory = Callable[[], Sandbox]
 
 
 class TaskSelection(BaseModel):
-    """Which tasks: the env's first four keywords, shared by every configuration that picks
-    tasks (``EnvConfig``, ``ac-bench``'s ``BenchConfig``, ``ac-train collect``'s
-    ``CollectConfig``), so each states them, their defaults and validation once."""
+    """Which tasks (and what the workspace shows of their tests): the env's first keywords,
+    shared by every configuration that picks tasks (``EnvConfig``, ``ac-bench``'s
+    ``BenchConfig``, ``ac-train collect``'s ``CollectConfig``), so each states them, their
+    defaults and validation once."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -44,6 +45,11 @@ class TaskSelection(BaseModel):
     )
     task_ids: list[str] | None = Field(
         default=None, description="only these instance ids, in this order; None: the split's"
+    )
+    hide_fail_to_pass_tests: bool = Field(
+        default=False,
+        description="take the FAIL_TO_PASS tests' source out of the workspace: they come back "
+        "only at grading, like a SWE-bench test_patch (ac_env.tasks.hidden_tests)",
     )
 
     @model_validator(mode="before")
