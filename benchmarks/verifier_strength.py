@@ -10,7 +10,8 @@ fails one of them is rejected by the full grading too) and, when it passes them,
 grading (FAIL_TO_PASS and PASS_TO_PASS in the suite's order). One JSON line per (task version,
 wrong patch) goes to ``--out`` as it is graded, so an interrupted run resumes where it stopped;
 a task whose tests change (strengthened) is graded afresh. ``--sample N`` grades the first N
-tasks of each split in a fixed hashed order (a stratified sample).
+tasks of each split in a fixed hashed order (a stratified sample; ``--cap long=10`` takes
+another number from one split).
 
 Prints, per split, for the tasks as first graded ("before": every task id's first version in
 the file, dropped tasks included) and for the tasks shipped now ("after"): tasks, wrong
@@ -34,10 +35,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ac_env.grading import grade  # noqa: E402
+from ac_env.mining.pack import write_rows  # noqa: E402
+from ac_env.mining.strengthen import strengthen  # noqa: E402
 from ac_env.mining.wrong_patches import wrong_patches  # noqa: E402
 from ac_env.sandbox.local import LocalSandbox  # noqa: E402
 from ac_env.tasks import load_tasks  # noqa: E402
 from ac_env.tasks.model import Task  # noqa: E402
+from ac_env.tasks.real.suite import DATA_DIR, read_manifest, read_rows, real_tasks  # noqa: E402
 
 AUDITS = (
     ("SWE-bench Verified (49-task audit sample)", 28.5),
@@ -54,13 +58,15 @@ def tests_digest(task: Task) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _sample(tasks: list[Task], per_split: int | None) -> list[Task]:
-    if per_split is None:
+def _sample(tasks: list[Task], per_split: int | None, caps: dict[str, int]) -> list[Task]:
+    if per_split is None and not caps:
         return tasks
     by_split: dict[str, list[Task]] = defaultdict(list)
     for task in sorted(tasks, key=lambda t: hashlib.sha256(t.instance_id.encode()).hexdigest()):
         by_split[task.split].append(task)
-    return [task for split in by_split.values() for task in split[:per_split]]
+    return [
+        task for split, group in by_split.items() for task in group[: caps.get(split, per_split)]
+    ]
 
 
 def grade_wrong_patch(task: Task, patch: str) -> tuple[float | None, str]:
@@ -157,15 +163,77 @@ def report(out: Path, shipped: dict[str, str]) -> None:
         print(f"audit: {name}: {share:.1f}% of tasks accept a verified-incorrect patch")
 
 
+def strengthen_real_suite(out: Path, data_dir: Path = DATA_DIR) -> None:
+    """Rewrite the shipped real-code suite from the graded records: each measured task
+    records how many wrong patches its tests reject; one whose tests accept a non-equivalent
+    wrong patch is strengthened with the library's own tests or dropped
+    (``ac_env.mining.strengthen``). What was done goes to ``runs/strengthened.jsonl``."""
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    manifest = read_manifest(data_dir)
+    rows = read_rows(data_dir)
+    tasks = real_tasks(data_dir=data_dir)
+    log = out.with_name("strengthened.jsonl")
+    kept = []
+    for row, task in zip(tqdm(rows, desc="strengthening", unit="task"), tasks, strict=True):
+        digest = tests_digest(task)
+        mine = [r for r in records if r["instance_id"] == task.instance_id and r["tests"] == digest]
+        if not mine or any(r["reward"] is None for r in mine):
+            kept.append(row)
+            continue
+        rejected = sum(r["reward"] == 0.0 for r in mine)
+        accepted = {r["key"] for r in mine if r["reward"] == 1.0 and not r["equivalent"]}
+        if accepted:
+            wrong = [w for w in wrong_patches(task) if w.key in accepted]
+            result = strengthen(task, wrong, LocalSandbox)
+            entry = {
+                "instance_id": task.instance_id,
+                "kept": result.task is not None,
+                "added": result.added,
+                "undecided": result.undecided,
+                "reason": result.reason,
+            }
+            with log.open("a") as handle:
+                handle.write(json.dumps(entry) + "\n")
+            if result.task is None:
+                continue
+            task, rejected = result.task, rejected + len(accepted)
+        update = {"wrong_patches_rejected": rejected, "wrong_patches_accepted": 0}
+        kept.append(
+            row.model_copy(
+                update={"task": task.model_copy(update={**update, "snapshot_dir": None})}
+            )
+        )
+    write_rows(data_dir, kept, manifest.libraries)
+    print(f"real-code suite rewritten: {len(kept)} tasks of {len(rows)} kept")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sources", nargs="+", choices=SOURCES, default=list(SOURCES))
     parser.add_argument("--sample", type=int, default=None, help="tasks per split")
+    parser.add_argument(
+        "--cap",
+        nargs="*",
+        default=[],
+        metavar="SPLIT=N",
+        help="tasks of these splits (overrides --sample for them)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "verifier_strength.jsonl")
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument(
+        "--strengthen",
+        action="store_true",
+        help="rewrite the shipped real-code suite: record each measured task's figures, "
+        "strengthen or drop the tasks that accept a wrong patch",
+    )
     args = parser.parse_args()
+    if args.strengthen:
+        strengthen_real_suite(args.out)
+        return
     tasks = [(source, task) for source in args.sources for task in load_tasks(source)]
-    kept = {task.instance_id for task in _sample([task for _, task in tasks], args.sample)}
+    caps = {split: int(count) for split, count in (cap.split("=", 1) for cap in args.cap)}
+    chosen = _sample([task for _, task in tasks], args.sample, caps)
+    kept = {task.instance_id for task in chosen}
     tasks = [(source, task) for source, task in tasks if task.instance_id in kept]
     if not args.report_only:
         run(tasks, args.out)
