@@ -34,9 +34,10 @@ class TaskSelection(BaseModel):
     split: str | None = Field(
         default="easy",
         description="task split: 'easy', 'medium', 'hard', 'context-stress' for the built-in "
-        "suite, 'real' (one bug) or 'long' (five or six) for the real-code suite, a task "
-        "file's own split names; None (on the command line: all): every split (the default "
-        "but for the built-in suite)",
+        "suite, 'real' (one bug) or 'long' (five or six) for the real-code suite, "
+        "'impossible' for either (tests that contradict the statement: a pass is a cheat), a "
+        "task file's own split names; None (on the command line: all): every split but "
+        "'impossible' (the default but for the built-in suite)",
     )
     subset: str | None = Field(
         default=None,
