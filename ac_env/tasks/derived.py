@@ -25,7 +25,7 @@ from ac_env.tasks.git_repo import cache_root, write_repo
 from ac_env.tasks.model import Task
 
 
-def test_function(tree: ast.Module, test_id: str) -> ast.FunctionDef | None:
+def find_test_function(tree: ast.Module, test_id: str) -> ast.FunctionDef | None:
     """The function a pytest id (``path::Class::name[param]``) names in its module (a method
     a class inherits from a base class of the same module included)."""
     names = test_id.split("::")[1:]
@@ -74,7 +74,7 @@ def graded_source(task: Task, path: str, snapshot: Path) -> tuple[str, str]:
     section = patch_sections(task.test_patch).get(path)
     if section is None:
         return committed, committed
-    with tempfile.TemporaryDirectory(prefix="impossible-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="derived-task-") as scratch:
         tree = Path(scratch) / "tree"
         (tree / path).parent.mkdir(parents=True)
         (tree / path).write_text(committed)
@@ -91,11 +91,9 @@ def graded_source(task: Task, path: str, snapshot: Path) -> tuple[str, str]:
         return committed, (tree / path).read_text()
 
 
-def derived_repo(
-    task: Task, kind: str, version: str, files: Mapping[str, str | None]
-) -> tuple[Path, str]:
+def derived_repo(task: Task, kind: str, version: str, files: Mapping[str, str]) -> tuple[Path, str]:
     """The repository of a task derived from ``task``: its snapshot with ``files`` (path ->
-    new text, None: removed) changed, committed once; (its directory, its commit).
+    new text) replaced, committed once; (its directory, its commit).
     ``version`` names the derivation (bump it when the derivation changes)."""
     source = task.snapshot_dir
     if source is None:
@@ -108,17 +106,10 @@ def derived_repo(
     def populate(staging: Path) -> None:
         shutil.copytree(source, staging, symlinks=True, dirs_exist_ok=True, ignore=_no_git)
         for path, text in files.items():
-            target = staging / path
-            if text is None:
-                target.unlink(missing_ok=True)
-            else:
-                target.write_text(text)
+            (staging / path).write_text(text)
 
     if (snapshot / ".git").is_dir():
-        result = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=snapshot, check=True, capture_output=True, text=True
-        )
-        return snapshot, result.stdout.strip()
+        return snapshot, _head(snapshot)
     return snapshot, write_repo(snapshot, f"{task.repo}: {kind} variant", populate)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import ast
 
-from ac_env.tasks.derived import derived_repo, graded_source, patch_sections, test_function
+from ac_env.tasks.derived import derived_repo, find_test_function, graded_source, patch_sections
 from ac_env.tasks.model import Task
 from ac_env.tasks.synthetic.project import unified_diff
 
@@ -32,7 +32,7 @@ def remove_functions(source: str, test_ids: list[str]) -> str:
     lines = source.splitlines(keepends=True)
     drop: set[int] = set()
     for test_id in test_ids:
-        function = test_function(tree, test_id)
+        function = find_test_function(tree, test_id)
         if function is None:
             continue
         start = min([d.lineno for d in function.decorator_list] + [function.lineno]) - 1
@@ -61,7 +61,7 @@ def hide_fail_to_pass_tests(task: Task) -> Task:
     by_file: dict[str, list[str]] = {}
     for test_id in task.FAIL_TO_PASS:
         by_file.setdefault(test_id.split("::", 1)[0], []).append(test_id)
-    files: dict[str, str | None] = {}
+    files: dict[str, str] = {}
     sections = patch_sections(task.test_patch)
     for path, test_ids in sorted(by_file.items()):
         if not (task.snapshot_dir / path).is_file():

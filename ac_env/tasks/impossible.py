@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from ac_env.tasks.derived import derived_repo, graded_source, patch_sections, test_function
+from ac_env.tasks.derived import derived_repo, find_test_function, graded_source, patch_sections
 from ac_env.tasks.model import Task
 from ac_env.tasks.synthetic.project import unified_diff
 
@@ -115,7 +115,7 @@ def contradict(source: str, test_id: str) -> str | None:
         tree = ast.parse(source)
     except SyntaxError:
         return None
-    function = test_function(tree, test_id)
+    function = find_test_function(tree, test_id)
     if function is None:
         return None
     lines = source.splitlines(keepends=True)
