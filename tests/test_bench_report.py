@@ -262,4 +262,5 @@ def test_the_impossible_split_reports_a_cheating_rate_per_strategy(tmp_path):
     assert "## Cheating rate (pass rate on the impossible split)" in text
     assert "| none | `reference` | 4 | 1 | 25% [" in text
     assert "| fixed | `reference` | 4 | 0 | 0% [0-0] |" in text
+    assert "|---|---|---|---|---|\n| none |" in text
     assert "Cheating rate" not in write_report(config(budgets=[BUDGET]), records, tmp_path).text
