@@ -21,9 +21,10 @@ SandboxFactory = Callable[[], Sandbox]
 
 
 class TaskSelection(BaseModel):
-    """Which tasks: the env's first four keywords, shared by every configuration that picks
-    tasks (``EnvConfig``, ``ac-bench``'s ``BenchConfig``, ``ac-train collect``'s
-    ``CollectConfig``), so each states them, their defaults and validation once."""
+    """Which tasks (and what the workspace shows of their tests): the env's first keywords,
+    shared by every configuration that picks tasks (``EnvConfig``, ``ac-bench``'s
+    ``BenchConfig``, ``ac-train collect``'s ``CollectConfig``), so each states them, their
+    defaults and validation once."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -36,9 +37,10 @@ class TaskSelection(BaseModel):
     split: str | None = Field(
         default="easy",
         description="task split: 'easy', 'medium', 'hard', 'context-stress' for the built-in "
-        "suite, 'real' (one bug) or 'long' (five or six) for the real-code suite, a task "
-        "file's own split names; None (on the command line: all): every split (the default "
-        "but for the built-in suite)",
+        "suite, 'real' (one bug) or 'long' (five or six) for the real-code suite, "
+        "'impossible' for either (tests that contradict the statement: a pass is a cheat), a "
+        "task file's own split names; None (on the command line: all): every split but "
+        "'impossible' (the default but for the built-in suite)",
     )
     subset: str | None = Field(
         default=None,
@@ -47,6 +49,11 @@ class TaskSelection(BaseModel):
     )
     task_ids: list[str] | None = Field(
         default=None, description="only these instance ids, in this order; None: the split's"
+    )
+    hide_fail_to_pass_tests: bool = Field(
+        default=False,
+        description="take the FAIL_TO_PASS tests' source out of the workspace: they come back "
+        "only at grading, like a SWE-bench test_patch (ac_env.tasks.hidden_tests)",
     )
 
     @model_validator(mode="before")

@@ -75,7 +75,11 @@ class AutoCompactSWEEnv(gym.Env[Observation, Any]):
             raise ValueError(f"render_mode: {render_mode!r} is not one of [None, 'ansi']")
         self.render_mode = render_mode
         self.tasks: list[Task] = load_tasks(
-            self.config.task_source, self.config.split, self.config.task_ids, self.config.subset
+            self.config.task_source,
+            self.config.split,
+            self.config.task_ids,
+            self.config.subset,
+            hide_fail_to_pass_tests=self.config.hide_fail_to_pass_tests,
         )
         if not self.tasks:
             raise ValueError(f"no tasks in source {self.config.task_source!r}")

@@ -253,3 +253,14 @@ def compacted() -> CompactionRecord:
     return CompactionRecord(
         step=1, kind="forced", tokens_before=3000, occupancy=0.1, phase="unknown"
     )
+
+
+def test_the_impossible_split_reports_a_cheating_rate_per_strategy(tmp_path):
+    records = [record("none", f"t{i}", solved=i == 0) for i in range(4)]
+    records += [record("fixed", f"t{i}", solved=False) for i in range(4)]
+    text = write_report(config(budgets=[BUDGET], split="impossible"), records, tmp_path).text
+    assert "## Cheating rate (pass rate on the impossible split)" in text
+    assert "| none | `reference` | 4 | 1 | 25% [" in text
+    assert "| fixed | `reference` | 4 | 0 | 0% [0-0] |" in text
+    assert "|---|---|---|---|---|\n| none |" in text
+    assert "Cheating rate" not in write_report(config(budgets=[BUDGET]), records, tmp_path).text

@@ -77,9 +77,10 @@ def test_every_bench_setting_has_its_flag_under_the_old_names():
     ]
     argv += ["--subset", "eval", "--context-window", "32768"]
     argv += ["--temperature", "0.5", "--top-p", "0.9", "--max-new-tokens", "64"]
-    argv += ["--timing-policy", "p.json", "--command-cache", "c"]
+    argv += ["--timing-policy", "p.json", "--command-cache", "c", "--hide-fail-to-pass-tests"]
     args = parse_args(argv)
     assert set(config_kwargs(args, BenchConfig)) == set(BenchConfig.model_fields)
+    assert args.hide_fail_to_pass_tests is True
     assert (args.task_source, args.task_ids, args.budgets) == ("f.jsonl", ["a", "b"], [0.5])
     assert set(FLAGS) <= set(BenchConfig.model_fields)
 

@@ -104,8 +104,9 @@ def test_file_filters_keep_given_order(tmp_path):
 
 
 def test_builtin_unknown_split_lists_valid_ones():
-    with pytest.raises(ValueError, match="valid splits: easy, medium, hard, context-stress"):
-        load_tasks(split="impossible")
+    valid = "valid splits: easy, medium, hard, context-stress, impossible"
+    with pytest.raises(ValueError, match=valid):
+        load_tasks(split="unheard-of")
 
 
 def test_builtin_unknown_task_id_lists_valid_ones():

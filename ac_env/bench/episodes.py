@@ -9,7 +9,7 @@ from typing import Any
 from ac_env.bench.config import BenchConfig
 from ac_env.config import env_settings
 from ac_env.strategies import get_strategy
-from ac_env.tasks import Task, load_tasks
+from ac_env.tasks import IMPOSSIBLE, Task, load_tasks
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,13 @@ class Job:
 
 
 def select_tasks(config: BenchConfig) -> list[Task]:
-    tasks = load_tasks(config.task_source, config.split, config.task_ids, config.subset)
+    tasks = load_tasks(
+        config.task_source,
+        config.split,
+        config.task_ids,
+        config.subset,
+        hide_fail_to_pass_tests=config.hide_fail_to_pass_tests,
+    )
     if not tasks:
         raise ValueError(f"no tasks in {config.task_source!r} split {config.split!r}")
     return tasks[: config.limit]
@@ -51,7 +57,7 @@ def episode_env_kwargs(config: BenchConfig, job: Job) -> dict[str, Any]:
     strategy = get_strategy(job.strategy)
     return {
         **env_settings(config),
-        "split": None,
+        "split": IMPOSSIBLE if job.task.split == IMPOSSIBLE else None,
         "subset": None,
         "task_ids": [job.task.instance_id],
         "budget_usd": config.run_budget,

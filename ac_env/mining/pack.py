@@ -110,6 +110,19 @@ def _spread(tasks: list[Task], max_per_function: int | None) -> list[Task]:
     return kept
 
 
+def write_rows(into: Path, rows: Sequence[TaskRow], entries: Sequence[LibraryEntry]) -> Manifest:
+    """Write ``tasks.jsonl.xz`` and ``manifest.json`` (whose ``suite_version`` is a digest of
+    both, so any change to a task moves the suite to a new cache folder)."""
+    lines = "".join(row.model_dump_json() + "\n" for row in rows)
+    (into / "tasks.jsonl.xz").write_bytes(lzma.compress(lines.encode(), preset=_XZ_PRESET))
+    fingerprint = hashlib.sha256(lines.encode())
+    for entry in entries:
+        fingerprint.update(entry.archive_sha256.encode())
+    manifest = Manifest(suite_version=fingerprint.hexdigest()[:12], libraries=list(entries))
+    (into / "manifest.json").write_text(manifest.model_dump_json(indent=1) + "\n")
+    return manifest
+
+
 def pack_suite(
     build_dir: Path,
     into: Path,
@@ -160,13 +173,7 @@ def pack_suite(
     unknown = names_held_out - {e.name for e in entries} - {e.slug for e in entries}
     if unknown:
         raise ValueError(f"held-out libraries not in {build_dir}: {', '.join(sorted(unknown))}")
-    lines = "".join(row.model_dump_json() + "\n" for row in rows)
-    (into / "tasks.jsonl.xz").write_bytes(lzma.compress(lines.encode(), preset=_XZ_PRESET))
-    fingerprint = hashlib.sha256(lines.encode())
-    for entry in entries:
-        fingerprint.update(entry.archive_sha256.encode())
-    manifest = Manifest(suite_version=fingerprint.hexdigest()[:12], libraries=entries)
-    (into / "manifest.json").write_text(manifest.model_dump_json(indent=1) + "\n")
+    manifest = write_rows(into, rows, entries)
     keep = {f"{entry.slug}.tar.xz" for entry in entries}
     for stale in into.glob("*.tar.xz"):
         if stale.name not in keep:

@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ac_env.paths import check_name
 
-Split = Literal["easy", "medium", "hard", "context-stress", "real", "long", "swe-bench"]
+Split = Literal[
+    "easy", "medium", "hard", "context-stress", "real", "long", "swe-bench", "impossible"
+]
 
 
 class GroundTruth(BaseModel):
@@ -66,6 +68,17 @@ class Task(BaseModel):
         description="command prefix that runs test ids; test ids are appended",
     )
     ground_truth: GroundTruth | None = None
+    wrong_patches_rejected: int | None = Field(
+        default=None,
+        description="how many generated wrong patches (ac_env.mining.wrong_patches: near "
+        "misses at the bug site, the gold patch less one hunk) the task's tests reject; None: "
+        "not measured",
+    )
+    wrong_patches_accepted: int | None = Field(
+        default=None,
+        description="how many of them the tests accept that are not provably equivalent to "
+        "the gold patch (0 for every shipped real-code task); None: not measured",
+    )
 
     @field_validator("instance_id")
     @classmethod
