@@ -118,7 +118,7 @@ def test_grpo_real_run_quick_runs_every_stage(tmp_path: Path) -> None:
     assert [row["step"] for row in results["curve"]] == [0]
     assert results["curve"][0]["informative_groups"] in (0, 1)
     assert set(results["cost"]["wall_s"]) == {"bc", "before", "probe", "grpo", "after"}
-    assert results["probe"]["starts"] == 3  # every train start state, 2 rollouts each
+    assert results["probe"]["starts"] == 1  # the one teachable train start (depth 3), 2 each
     assert all(len(rewards) == 2 for rewards in results["probe"]["rewards"].values())
     metrics = json.loads((tmp_path / "run" / "grpo" / "metrics.jsonl").read_text())
     assert metrics["rollouts"] == 2 and metrics["compactions_per_trajectory"] == 0

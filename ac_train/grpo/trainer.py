@@ -89,6 +89,7 @@ from ac_train.grpo.start_probe import PROBE_FILE, ProbeResult, read_probe, write
 from ac_train.grpo.start_states import (
     StartState,
     demonstration_starts,
+    teachable,
 )
 from ac_train.grpo.task_draw import TaskDraw
 from ac_train.models.batched_acts import BatchedActs
@@ -214,11 +215,13 @@ class GRPOTrainer:
         # ids of the start states (``<task>@-<steps left>``)
         self.task_ids = self._task_ids()
         if config.demonstration is not None:
-            found = demonstration_starts(
-                self.make_env,
-                self.task_ids,
-                steps_left=config.demonstration.steps_left,
-                progress=self.show_progress,
+            found = teachable(  # a start whose workspace already passes teaches nothing
+                demonstration_starts(
+                    self.make_env,
+                    self.task_ids,
+                    steps_left=config.demonstration.steps_left,
+                    progress=self.show_progress,
+                )
             )
             self.starts = {start.id: start for start in found}
             self.task_ids = list(self.starts)
