@@ -50,10 +50,14 @@ class StartState:
     snapshot: EpisodeSnapshot
     decided: bool = False
     """The workspace, graded as it stands, already passes: the outcome is not the policy's."""
+    label: str = ""
+    """Names a start built otherwise than by depth (``ac_train.grpo.continuation``'s plans)."""
 
     @property
     def id(self) -> str:
-        return f"{self.task_id}@-{self.steps_left}"
+        return (
+            f"{self.task_id}@{self.label}" if self.label else f"{self.task_id}@-{self.steps_left}"
+        )
 
     @property
     def step(self) -> int:

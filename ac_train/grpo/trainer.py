@@ -67,6 +67,7 @@ from ac_env.policy import Policy, SamplingConfig
 from ac_env.trajectory import Trajectory
 from ac_train.advantages import segment_group
 from ac_train.grpo.config import GRPO_PRESETS, DemonstrationStarts, GRPOConfig
+from ac_train.grpo.continuation import continuation_starts
 from ac_train.grpo.loss import (
     Behaviour,
     LearnerStats,
@@ -215,14 +216,7 @@ class GRPOTrainer:
         # ids of the start states (``<task>@-<steps left>``)
         self.task_ids = self._task_ids()
         if config.demonstration is not None:
-            found = teachable(  # a start whose workspace already passes teaches nothing
-                demonstration_starts(
-                    self.make_env,
-                    self.task_ids,
-                    steps_left=config.demonstration.steps_left,
-                    progress=self.show_progress,
-                )
-            )
+            found = self._demonstration_starts(config.demonstration)
             self.starts = {start.id: start for start in found}
             self.task_ids = list(self.starts)
         if config.tasks_per_step > len(self.task_ids):
@@ -531,6 +525,26 @@ class GRPOTrainer:
         self.optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
         return int(state["step"])
+
+    def _demonstration_starts(self, demonstration: DemonstrationStarts) -> list[StartState]:
+        """The start states a step draws from; a start whose workspace already passes
+        teaches nothing and is left out (``teachable``)."""
+        if demonstration.continuation is not None:
+            found = continuation_starts(
+                self.make_env,
+                self.task_ids,
+                [demonstration.continuation],
+                progress=self.show_progress,
+            )
+            return [start.start for start in found]
+        return teachable(
+            demonstration_starts(
+                self.make_env,
+                self.task_ids,
+                steps_left=demonstration.steps_left,
+                progress=self.show_progress,
+            )
+        )
 
     def _task_ids(self) -> list[str]:
         """The env's task ids; the main process also prints the env's effective settings."""
