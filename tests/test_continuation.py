@@ -11,6 +11,7 @@ import pytest
 
 from ac_env.agents.rollout import rollout
 from ac_env.policy import PolicyOutput
+from ac_train.collect import ReviewLog
 from ac_train.grpo.continuation import (
     ContinuationStart,
     PlannedEdit,
@@ -18,6 +19,7 @@ from ac_train.grpo.continuation import (
     plan_metrics,
     planned_edit,
 )
+from ac_train.judge.oracle import OracleJudge
 
 TASK = "tiny-calc-1"
 
@@ -55,7 +57,7 @@ class Runs:
         return PolicyOutput(text=self.text)
 
 
-def continue_from(task_file: Path, start: ContinuationStart, text: str) -> Any:
+def continue_from(task_file: Path, start: ContinuationStart, text: str, review: Any = None) -> Any:
     env = make_env(task_file)()
     try:
         return rollout(
@@ -64,6 +66,7 @@ def continue_from(task_file: Path, start: ContinuationStart, text: str) -> Any:
             options={"task_id": start.start.task_id},
             start=start.start.snapshot,
             max_steps=1,
+            review=review,
         )
     finally:
         env.close()
@@ -126,3 +129,17 @@ def test_following_the_exact_plan_passes_and_following_the_wrong_one_does_not(
         "valid_action_rate": 0.0,
         "format_error_rate": 1.0,
     }
+
+
+@pytest.mark.slow
+def test_the_judge_replaces_a_first_step_that_ignores_the_plan_with_the_planned_command(
+    tiny_task_file, starts
+):
+    """The continuation correction the collection trains on: no action, or another command,
+    right after the compaction becomes the summary's planned command."""
+    exact = starts["exact"]
+    for text in ("I think the bug is in add.", "```bash\nls\n```"):
+        corrected = continue_from(tiny_task_file, exact, text, ReviewLog(OracleJudge()))
+        (call,) = corrected.model_calls()[-1:]
+        assert call.produced_by == "judge" and call.correction == "continuation"
+        assert exact.planned_command in call.output and corrected.reward == 1

@@ -152,7 +152,9 @@ class OracleJudge:
                 or self._keeps_searching(view, facts, action)
                 or ACCEPT
             )
-        return ACCEPT  # a format error is the env's to answer, not a correction type
+        # a format error is the env's to answer, except as the first step after a compaction
+        # whose summary plans a command: that step ignores the plan
+        return self._continuation(view, facts, None) or ACCEPT
 
     # -- trigger --------------------------------------------------------------------------------
 
@@ -213,7 +215,10 @@ class OracleJudge:
 
     # -- continuation ---------------------------------------------------------------------------
 
-    def _continuation(self, view: JudgeView, facts: Facts, action: Bash | Submit) -> Verdict | None:
+    def _continuation(
+        self, view: JudgeView, facts: Facts, action: Bash | Submit | None
+    ) -> Verdict | None:
+        """``action`` None: the output was no action (a format error)."""
         event = facts.last_compaction
         if event is None or not event.summary:
             return None
@@ -221,6 +226,17 @@ class OracleJudge:
             return None
         next_step = next_section(event.summary)
         planned = planned_command(next_step)
+        if planned is not None and action is None:
+            if view.step != event.step + 1:
+                return None
+            return Verdict(
+                decision="correct",
+                correction="continuation",
+                replacement=f"THOUGHT: continue from the summary's plan.\n```bash\n{planned}\n```",
+                reason="its first step after the compaction is no action; the summary plans one",
+            )
+        if action is None:
+            return None
         command = action.command if isinstance(action, Bash) else "submit"
         if planned is None or command.strip() == planned:
             return None

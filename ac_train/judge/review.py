@@ -191,4 +191,5 @@ test run after it); drops the task; or has no concrete next step. The replacemen
 corrected summary, asserting only what the history shows.
 3. continuation. Within {continuation_window} steps after a compaction whose summary plans a \
 command, the agent re-reads a file the summary records, repeats a search from before the \
-compaction, or, as its first step, ignores the plan; the replacement is the planned command."""
+compaction, or, as its first step, ignores the plan (a first step that is no action ignores it \
+too); the replacement is the planned command."""
