@@ -25,7 +25,9 @@ line), scored by ``plan_metrics``: success, first action follows the plan, valid
 format-error rate. Each metric is a mean over start states with a 95% bootstrap interval,
 per plan kind (``exact/success``, ...); each later stage minus base is paired by start state.
 Writes ``OUT/pipeline.json`` (``stages``, ``wall_s``, ``held_out``, ``paired``, the GRPO
-curve, the settings) and ``OUT/pipeline.png``.
+curve, the settings) and ``OUT/pipeline.png``. ``--stop-after STAGE`` ends a sitting after a
+stage; a rerun with the same ``--out`` resumes with the next (the start states are rebuilt:
+the demonstrator is deterministic).
 """
 
 from __future__ import annotations
@@ -70,8 +72,11 @@ EVALUATED = ("base", "sft", "grpo")
 MAX_ENV_STEPS, CONTEXT_WINDOW, FORCED_COMPACTION = 50, 8192, 6144
 PRESETS: dict[str, dict[str, Any]] = {
     "cpu": {},
-    # the method's settings (8 rollouts, lr 1e-6, batch 64 = 8 starts x 8, 50 steps, 32K)
+    # the method's settings: SFT 2 epochs, lr 5e-7, batch 8; GRPO 8 rollouts, lr 1e-6,
+    # batch 64 (8 starts x 8), 50 steps, a 32K window
     "gpu": {
+        "sft_learning_rate": 5e-7,
+        "sft_batch_size": 8,
         "device": "cuda",
         "group_size": 8,
         "tasks_per_step": 8,
@@ -95,9 +100,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--train-tasks", type=int, default=16, help="first N easy train tasks")
     parser.add_argument("--eval-tasks", type=int, default=8, help="first N easy eval tasks")
     parser.add_argument("--samples", type=int, default=2, help="held-out rollouts per start")
-    parser.add_argument("--collect-samples", type=int, default=4, help="rollouts per start")
+    parser.add_argument("--collect-samples", type=int, default=2, help="rollouts per start")
     parser.add_argument("--sft-epochs", type=float, default=2.0)
     parser.add_argument("--sft-learning-rate", type=float, default=1e-4)
+    parser.add_argument("--sft-batch-size", type=int, default=2, help="segments a step")
     parser.add_argument("--grpo-steps", type=int, default=8)
     parser.add_argument("--tasks-per-step", type=int, default=1)
     parser.add_argument("--group-size", type=int, default=6)
@@ -109,6 +115,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--workers", type=int, default=2, help="rollouts graded at once")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument(
+        "--stop-after",
+        choices=STAGES,
+        help="end the sitting after this stage (a rerun resumes with the next one)",
+    )
     parser.add_argument("--quick", action="store_true", help="1 task each, 1 SFT and GRPO step")
     parser.add_argument("--preset", choices=list(PRESETS), default="cpu")
     parser.set_defaults(**PRESETS[parser.parse_known_args(argv)[0].preset])
@@ -164,6 +175,8 @@ class Pipeline:
         )
         self.results.setdefault("done", []).append(stage)
         self.save()
+        if stage == self.args.stop_after:
+            raise SystemExit(f"stopped after {stage} (--stop-after); rerun to resume")
 
 
 def task_ids(args: argparse.Namespace) -> tuple[list[str], list[str]]:
@@ -273,7 +286,7 @@ def sft(pipeline: Pipeline, model_dir: str, starts: list[ContinuationStart]) -> 
         epochs=args.sft_epochs,
         max_steps=1 if args.quick else None,
         learning_rate=args.sft_learning_rate,
-        batch_size=2,
+        batch_size=args.sft_batch_size,
         micro_batch_size=1,
         max_length=args.context_window,
         activation_checkpointing=False,
@@ -282,7 +295,9 @@ def sft(pipeline: Pipeline, model_dir: str, starts: list[ContinuationStart]) -> 
     pipeline.results["sft"] = json.loads(run_sft(config, segments).model_dump_json())
 
 
-def grpo(pipeline: Pipeline, model_dir: str, train_ids: list[str]) -> None:
+def grpo(
+    pipeline: Pipeline, model_dir: str, train_ids: list[str], starts: list[ContinuationStart]
+) -> None:
     args = pipeline.args
     config = GRPOConfig(
         output_dir=args.out / "grpo",
@@ -308,7 +323,8 @@ def grpo(pipeline: Pipeline, model_dir: str, train_ids: list[str]) -> None:
             continuation="exact", max_policy_steps=1, probe_samples=args.probe_samples
         ),
     )
-    GRPOTrainer(config).train()  # resumes from its latest checkpoint
+    trainer = GRPOTrainer(config, starts=[start.start for start in starts])
+    trainer.train()  # resumes from its latest checkpoint
     pipeline.results["grpo_curve"] = [
         {
             "step": m.step,
@@ -384,7 +400,7 @@ def main(argv: list[str] | None = None) -> None:
     pipeline.timed("sft", sft_stage)
 
     def grpo_stage() -> None:
-        grpo(pipeline, sft_model, train_ids)
+        grpo(pipeline, sft_model, train_ids, train)
         last = max(
             (args.out / "grpo").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1])
         )

@@ -179,7 +179,13 @@ class GRPOTrainer:
         config: GRPOConfig,
         model: PreTrainedModel | None = None,
         tokenizer: PreTrainedTokenizerBase | None = None,
+        starts: Sequence[StartState] | None = None,
     ) -> None:
+        """``starts``: the start states to draw from when the caller built them already (with
+        ``config.demonstration``, which still sets the policy's steps and the probe); None:
+        built here from ``config.demonstration``."""
+        if starts is not None and config.demonstration is None:
+            raise ValueError("starts: given without config.demonstration")
         if (model is None) != (tokenizer is None):
             raise ValueError("pass both model and tokenizer, or neither")
         self.accelerator = Accelerator()
@@ -216,7 +222,11 @@ class GRPOTrainer:
         # ids of the start states (``<task>@-<steps left>``)
         self.task_ids = self._task_ids()
         if config.demonstration is not None:
-            found = self._demonstration_starts(config.demonstration)
+            found = (
+                list(starts)
+                if starts is not None
+                else self._demonstration_starts(config.demonstration)
+            )
             self.starts = {start.id: start for start in found}
             self.task_ids = list(self.starts)
         if config.tasks_per_step > len(self.task_ids):
