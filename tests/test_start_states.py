@@ -263,3 +263,21 @@ def test_demonstration_starts_are_refused_where_unsupported(tmp_path):
         main(["grpo", "--output-dir", str(tmp_path), "--max-policy-steps", "2"])
     with pytest.raises(SystemExit, match="--probe-samples needs --demonstration-steps-left"):
         main(["grpo", "--output-dir", str(tmp_path), "--probe-samples", "2"])
+
+
+def test_the_command_line_starts_grpo_on_the_continuation_rung(tmp_path):
+    from ac_train.cli import build_parser, grpo_config
+
+    args = build_parser().parse_args(
+        [
+            "grpo",
+            "--output-dir",
+            str(tmp_path),
+            "--continuation",
+            "wrong_line",
+            "--probe-samples",
+            "2",
+        ]
+    )
+    demonstration = grpo_config(args).demonstration
+    assert demonstration.continuation == "wrong_line" and demonstration.probe_samples == 2
