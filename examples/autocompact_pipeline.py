@@ -26,14 +26,15 @@ format-error rate. Each metric is a mean over start states with a 95% bootstrap 
 per plan kind (``exact/success``, ...); each later stage minus base is paired by start state.
 Writes ``OUT/pipeline.json`` (``stages``, ``wall_s``, ``held_out``, ``paired``, the GRPO
 curve, the settings) and ``OUT/pipeline.png``. ``--stop-after STAGE`` ends a sitting after a
-stage; a rerun with the same ``--out`` resumes with the next (the start states are rebuilt:
-the demonstrator is deterministic).
+stage; a rerun with the same ``--out`` resumes with the next (the start states are kept in
+``OUT/starts.pkl``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import pickle
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -186,6 +187,23 @@ def task_ids(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     train = [t.instance_id for t in load_tasks(split="easy", subset="train")]
     held_out = [t.instance_id for t in load_tasks(split="easy", subset="eval")]
     return train[: args.train_tasks], held_out[: args.eval_tasks]
+
+
+def cached_starts(
+    pipeline: Pipeline, train_ids: list[str], eval_ids: list[str]
+) -> tuple[list[ContinuationStart], list[ContinuationStart]]:
+    """The train tasks' exact-plan starts and the held-out tasks' starts of every plan, built
+    once and kept in ``OUT/starts.pkl`` (a file this run wrote: a later sitting loads it
+    instead of running the demonstrations again; other task lists rebuild it)."""
+    path = pipeline.args.out / "starts.pkl"
+    if path.exists():
+        ids, starts = pickle.loads(path.read_bytes())
+        if ids == (train_ids, eval_ids):
+            return starts
+    train = continuation_starts(pipeline.make_env, train_ids, ["exact"])
+    held_out = continuation_starts(pipeline.make_env, eval_ids)
+    path.write_bytes(pickle.dumps(((train_ids, eval_ids), (train, held_out))))
+    return train, held_out
 
 
 def policy_of(args: argparse.Namespace, model_dir: str) -> TransformersPolicy:
@@ -378,8 +396,7 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     train_ids, eval_ids = task_ids(args)
     print(f"== starts: {len(train_ids)} train tasks, {len(eval_ids)} held-out tasks")
-    train = continuation_starts(pipeline.make_env, train_ids, ["exact"])
-    held_out = continuation_starts(pipeline.make_env, eval_ids)
+    train, held_out = cached_starts(pipeline, train_ids, eval_ids)
     if not train or not held_out:
         raise SystemExit(
             f"no continuation start: {len(train)} train, {len(held_out)} held out (a task gives "
