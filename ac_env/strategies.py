@@ -27,6 +27,11 @@ them): each is evaluated under one strategy, with the model its row trains (``ac
 presets: README). ``base`` -> ``none``; ``fixed_16k`` -> ``fixed``; ``selfcompact`` -> ``self``;
 ``compactionrl`` -> ``fixed`` (its RL model: length-triggered compaction only);
 ``swe_compressor``, ``autocompact_sft``, ``autocompact`` -> ``learned`` (their trained models).
+Those four (``TRAINED_BASELINES``) name trained systems, so a benchmark runs them only with a
+model the user gives (``check_trained_baselines``): with the reference agent (a rule or the
+shipped timing policy) or the untrained ``hf:smollm2`` they refuse to start, so no report
+shows a rule under a trained system's name. The rule-based stand-ins keep their strategy
+names: ``fixed``, ``learned``.
 
 Every strategy runs under either compaction protocol (``env_kwargs(protocol=...)``): the
 system prompt describes the compaction action in that protocol's form.
@@ -164,6 +169,33 @@ BASELINES: dict[str, str] = {
     "autocompact": "learned",
 }
 """The method's main table: each row's name -> the strategy it is evaluated under."""
+
+TRAINED_BASELINES: tuple[str, ...] = (
+    "compactionrl",
+    "swe_compressor",
+    "autocompact_sft",
+    "autocompact",
+)
+"""The rows whose systems are trained models: evaluated only with a checkpoint the user gives."""
+
+UNTRAINED_WORKERS: tuple[str, ...] = ("reference", "hf:smollm2")
+"""Workers that are not anybody's trained checkpoint: the model-free reference agent (a rule,
+or the shipped timing policy) and the base SmolLM2."""
+
+
+def check_trained_baselines(strategies: list[str], worker: str) -> None:
+    """ValueError when a strategy of ``strategies`` names a trained system
+    (``TRAINED_BASELINES``) and ``worker`` is no trained checkpoint (``UNTRAINED_WORKERS``);
+    the message names the ``--worker`` flag."""
+    trained = [name for name in strategies if name in TRAINED_BASELINES]
+    if trained and worker in UNTRAINED_WORKERS:
+        stand_ins = ", ".join(f"{name} -> {BASELINES[name]}" for name in trained)
+        raise ValueError(
+            f"strategies {trained} name trained systems; worker {worker!r} is not one. Give "
+            "the checkpoint its row trained with --worker hf:<checkpoint dir> (or "
+            "openai:<model>@<url> serving it), or run the untrained stand-in strategy "
+            f"instead ({stand_ins})"
+        )
 
 
 def get_strategy(name: str) -> Strategy:

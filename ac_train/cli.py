@@ -301,12 +301,21 @@ def add_grpo(parser: argparse.ArgumentParser) -> None:
         "call from the end (a reverse curriculum for a weak model; e.g. 3: before its edit)",
     )
     parser.add_argument(
-        "--max-policy-steps", type=int, help="with --demonstration-steps-left: env steps per start"
+        "--continuation",
+        choices=["exact", "prose", "wrong_line"],
+        help="start rollouts on the continuation rung instead: right after the compaction "
+        "before the reference agent's fixing edit, the summary's ## Next naming the exact "
+        "one-line edit (exact), the agent's prose plan (prose) or a wrong line (wrong_line)",
+    )
+    parser.add_argument(
+        "--max-policy-steps",
+        type=int,
+        help="with --demonstration-steps-left or --continuation: env steps per start",
     )
     parser.add_argument(
         "--probe-samples",
         type=int,
-        help="with --demonstration-steps-left: rollouts of the starting policy from each start "
+        help="with start states: rollouts of the starting policy from each start "
         "before step 1, to draw the starts likeliest to give a mixed group (0: no probe)",
     )
     parser.add_argument(
@@ -332,11 +341,16 @@ def grpo_config(args: argparse.Namespace) -> Any:
         env["sandbox"] = args.sandbox
     env.update(given(args, REWARD_FIELDS))
     settings = given(args, GRPO_FIELDS)
+    starts = args.demonstration_steps_left is not None or args.continuation is not None
     for flag in ("max_policy_steps", "probe_samples"):
-        if getattr(args, flag) is not None and args.demonstration_steps_left is None:
-            raise SystemExit(f"--{flag.replace('_', '-')} needs --demonstration-steps-left")
-    if args.demonstration_steps_left is not None:
-        demonstration = {"steps_left": args.demonstration_steps_left}
+        if getattr(args, flag) is not None and not starts:
+            raise SystemExit(
+                f"--{flag.replace('_', '-')} needs --demonstration-steps-left or --continuation"
+            )
+    if starts:
+        demonstration: dict[str, Any] = {"continuation": args.continuation}
+        if args.demonstration_steps_left is not None:
+            demonstration["steps_left"] = args.demonstration_steps_left
         for flag in ("max_policy_steps", "probe_samples"):
             if getattr(args, flag) is not None:
                 demonstration[flag] = getattr(args, flag)

@@ -58,7 +58,7 @@ from ac_env.tasks import Task, load_tasks
 from ac_env.trajectory import Trajectory
 from ac_train.judge.llm import LLMJudge, ServedVerdicts
 from ac_train.judge.oracle import OracleJudge
-from ac_train.judge.review import CORRECTION_TYPES, Judge, JudgeView, Verdict, apply_verdict
+from ac_train.judge.review import CORRECTION_TYPES, Judge, Verdict, apply_verdict, judge_view
 from ac_train.models.checkpoints import load_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -195,7 +195,7 @@ class ReviewLog:
     ) -> PolicyOutput:
         if self.judge is None:
             return candidate
-        view = JudgeView.of(env, observation)
+        view = judge_view(self.judge, env, observation)
         verdict: Verdict = self.judge.review(view, candidate)
         self.verdicts.append(
             VerdictRecord(

@@ -36,6 +36,8 @@ from ac_train.judge.review import JudgeView, Verdict
 class Paired:
     """Implements ``Judge``: the oracle's verdict is applied; the LLM's is recorded beside it."""
 
+    reads_ground_truth = False
+
     def __init__(self, llm: LLMJudge, pairs: Path) -> None:
         self.oracle = OracleJudge()
         self.llm = llm

@@ -30,7 +30,7 @@ def summary(known="- nothing yet", workspace="- no changes yet", tests="- none",
 
 
 def audit(text, changed=(), last_run=None, root_cause_read=False):
-    return audit_summary(text, 5, list(changed), last_run, TASK, root_cause_read)
+    return audit_summary(text, 5, list(changed), last_run, TASK.ground_truth, root_cause_read)
 
 
 GOOD = summary(

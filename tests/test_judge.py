@@ -21,7 +21,15 @@ from ac_train.judge.oracle import (
     planned_command,
     summary_problems_against_state,
 )
-from ac_train.judge.review import JudgeView, Verdict, apply_verdict, correction_rubric
+from ac_train.judge.review import (
+    JudgeView,
+    PrivilegedJudgeView,
+    PublicTask,
+    Verdict,
+    apply_verdict,
+    correction_rubric,
+    judge_view,
+)
 
 RUN_TESTS = "```bash\npython3 -m pytest -q -p no:cacheprovider 2>&1 | tail -n 20\n```"
 READ_ROOT = "```bash\ncat calc/ops.py\n```"
@@ -56,7 +64,7 @@ def play(env, *outputs: str):
 
 
 def review(judge, env, observation, text: str) -> Verdict:
-    return judge.review(JudgeView.of(env, observation), PolicyOutput(text=text))
+    return judge.review(judge_view(judge, env, observation), PolicyOutput(text=text))
 
 
 def parsed(text: str):
@@ -201,9 +209,10 @@ def test_seeing_the_buggy_code_without_evidence_locates_nothing(env, outputs):
 def test_the_ground_truth_option_locates_from_the_gold_patch(env):
     observation = play(env, READ_ROOT)
     view = JudgeView.of(env, observation)
-    privileged = Facts.of(view, ground_truth=True)
+    privileged_view = PrivilegedJudgeView.of(env, observation)
+    privileged = Facts.of(privileged_view)
     assert privileged.located and not Facts.of(view).located
-    summary = oracle_summary(view, privileged)
+    summary = oracle_summary(privileged_view, privileged)
     assert "The bug is in `add` in calc/ops.py." in summary
     assert any(p.startswith("location:") for p in unsupported_claims(summary, privileged.evidence))
     untested = GOOD_SUMMARY.split("## Tests")[0] + "## Next" + GOOD_SUMMARY.split("## Next")[1]
@@ -215,12 +224,32 @@ def test_the_ground_truth_option_locates_from_the_gold_patch(env):
 
 def test_the_ground_truth_option_refuses_a_task_without_ground_truth(env):
     observation = play(env, READ_ROOT)
-    view = JudgeView.of(env, observation)
-    bare = view.task.model_copy(update={"ground_truth": None})
-    blind = JudgeView(view.observation, bare, view.trajectory, view.diff, view.step, view.parser)
+    view = PrivilegedJudgeView.of(env, observation)
+    bare = view.gold.model_copy(update={"ground_truth": None})
+    blind = PrivilegedJudgeView(**{**vars(view), "gold": bare})
     with pytest.raises(ValueError, match="ground_truth"):
         OracleJudge(ground_truth=True).review(blind, PolicyOutput(text=GOOD_SUMMARY))
     assert OracleJudge().review(blind, PolicyOutput(text=GOOD_SUMMARY)).correction == "trigger"
+
+
+GOLD_FIELDS = ("patch", "test_patch", "FAIL_TO_PASS", "PASS_TO_PASS", "test_order", "test_files")
+
+
+def test_a_judge_sees_no_gold_field_unless_it_is_the_privileged_one(env):
+    """The default oracle and the LLM judge get a view whose task type has no gold field; only
+    the ground-truth oracle gets the whole task, and it refuses a view without it."""
+    observation = play(env, READ_ROOT)
+    view = judge_view(OracleJudge(), env, observation)
+    assert type(view) is JudgeView and isinstance(view.task, PublicTask)
+    for name in (*GOLD_FIELDS, "ground_truth"):
+        assert name not in PublicTask.model_fields and not hasattr(view.task, name), name
+    assert view.task.problem_statement == env.unwrapped.task.problem_statement
+    assert type(judge_view(LLMJudge(None), env, observation)) is JudgeView
+    privileged = judge_view(OracleJudge(ground_truth=True), env, observation)
+    assert isinstance(privileged, PrivilegedJudgeView)
+    assert privileged.gold.patch == env.unwrapped.task.patch != ""
+    with pytest.raises(TypeError, match="PrivilegedJudgeView"):
+        OracleJudge(ground_truth=True).review(view, PolicyOutput(text=GOOD_SUMMARY))
 
 
 def test_working_state_corrects_a_cause_the_history_does_not_show(tiny_task_file):

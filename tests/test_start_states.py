@@ -19,7 +19,12 @@ from ac_train.cli import main
 from ac_train.grpo.async_trainer import AsyncGRPOTrainer
 from ac_train.grpo.config import DemonstrationStarts, GRPOConfig
 from ac_train.grpo.loss import policy_sequences
-from ac_train.grpo.start_states import StartState, demonstration_starts, policy_events
+from ac_train.grpo.start_states import (
+    StartState,
+    demonstration_starts,
+    policy_events,
+    teachable,
+)
 from ac_train.grpo.trainer import GRPOTrainer
 from ac_train.models.checkpoints import tiny_model_and_tokenizer
 from ac_train.models.policy import TransformersPolicy
@@ -88,6 +93,35 @@ def test_a_start_holds_the_demonstrators_workspace(tiny_task_file):
         for s in starts
     }
     assert rewards == {1: 1.0, 3: 0.0}
+
+
+def test_a_start_with_the_fix_in_place_is_decided(tiny_task_file):
+    """Before the verify or submit call the demonstrator's fix is in the workspace: any
+    rollout from there would be rewarded for a fix it did not write."""
+    starts = demonstration_starts(env_maker(tiny_task_file), [TASK], steps_left=[1, 2, 3])
+    assert {s.steps_left: s.decided for s in starts} == {1: True, 2: True, 3: False}
+    assert [s.id for s in teachable(starts)] == [f"{TASK}@-3"]
+    with pytest.raises(ValueError, match="decided"):
+        teachable(starts[:2])
+
+
+@pytest.mark.slow
+def test_the_trainer_never_draws_a_decided_start(tmp_path, tiny_task_file):
+    """Drawn from depths 1-3, only the depth-3 starts (before the fixing edit) are trained."""
+    model, tokenizer = tiny_model_and_tokenizer()
+    config = GRPOConfig(
+        output_dir=tmp_path / "run",
+        env={"task_source": str(tiny_task_file), "split": None},
+        forced_compaction_threshold=3000,
+        rollout_max_tokens=4096,
+        tasks_per_step=2,
+        progress=False,
+        demonstration=DemonstrationStarts(steps_left=[1, 2, 3], max_policy_steps=1),
+    )
+    trainer = GRPOTrainer(config, model, tokenizer)
+    assert sorted(trainer.task_ids) == [f"{TASK}@-3", "tiny-calc-2@-3"]
+    for start in trainer.starts.values():  # nothing done: not rewarded
+        assert continue_start(tiny_task_file, start, Echo(), max_steps=1).end.reward == 0
 
 
 def test_a_task_the_demonstrator_does_not_solve_gives_no_start(tiny_task_file):
@@ -229,3 +263,21 @@ def test_demonstration_starts_are_refused_where_unsupported(tmp_path):
         main(["grpo", "--output-dir", str(tmp_path), "--max-policy-steps", "2"])
     with pytest.raises(SystemExit, match="--probe-samples needs --demonstration-steps-left"):
         main(["grpo", "--output-dir", str(tmp_path), "--probe-samples", "2"])
+
+
+def test_the_command_line_starts_grpo_on_the_continuation_rung(tmp_path):
+    from ac_train.cli import build_parser, grpo_config
+
+    args = build_parser().parse_args(
+        [
+            "grpo",
+            "--output-dir",
+            str(tmp_path),
+            "--continuation",
+            "wrong_line",
+            "--probe-samples",
+            "2",
+        ]
+    )
+    demonstration = grpo_config(args).demonstration
+    assert demonstration.continuation == "wrong_line" and demonstration.probe_samples == 2

@@ -7,6 +7,7 @@ import pytest
 
 import ac_env  # noqa: F401  (registers the ids)
 from ac_env.actions import SUMMARY_HEADER
+from ac_env.bench.config import BenchConfig
 from ac_env.compaction import mask_observations
 from ac_env.compaction.texts import COMPACTION_REQUEST, COMPACTION_SKIPPED, MASKED_OUTPUT
 from ac_env.context import Context
@@ -16,6 +17,7 @@ from ac_env.strategies import (
     DEFAULT_THRESHOLD,
     MASKING_KEEP,
     STRATEGIES,
+    TRAINED_BASELINES,
     get_strategy,
 )
 from ac_env.tokens import ApproxTokenCounter
@@ -57,6 +59,18 @@ def test_every_row_of_the_method_table_is_a_named_strategy():
         assert kwargs.get("skip_compaction", False) is not offered  # not offered: not applied
     rubric = STRATEGIES["self"].env_kwargs()  # SelfCompact: the rubric prompt
     assert get_strategy("selfcompact").env_kwargs() == rubric
+
+
+@pytest.mark.parametrize("worker", ["reference", "hf:smollm2"])
+def test_a_trained_system_row_refuses_to_run_without_its_checkpoint(worker):
+    """``autocompact`` under the reference agent ran the shipped timing policy and reported it
+    as the trained system; now every trained row needs the model the user gives."""
+    for name in TRAINED_BASELINES:
+        with pytest.raises(ValueError, match="--worker hf:<checkpoint dir>"):
+            BenchConfig(strategies=["base", name], worker=worker)
+    BenchConfig(strategies=["base", "fixed_16k", "selfcompact", "learned"], worker=worker)
+    config = BenchConfig(strategies=list(TRAINED_BASELINES), worker="hf:runs/grpo/checkpoint-50")
+    assert config.strategies == list(TRAINED_BASELINES)
 
 
 def test_unknown_strategy_lists_the_valid_ones():

@@ -33,6 +33,7 @@ from pydantic import BaseModel
 from ac_env.compaction import parse_sections
 from ac_env.sandbox.base import WorkspaceError
 from ac_env.tasks import Task
+from ac_env.tasks.model import GroundTruth
 from ac_env.test_log import last_test_run, tally_counts
 from ac_env.trajectory import Trajectory
 
@@ -130,9 +131,10 @@ def audit_summary(
     step: int,
     changed: Sequence[str],
     last_run: RunTally | None,
-    task: Task,
+    ground_truth: GroundTruth | None,
     root_cause_read: bool,
 ) -> SummaryAudit:
+    """``ground_truth``: the task's, read only when ``root_cause_read`` (None: not checked)."""
     sections = parse_sections(summary)
     workspace = sections.get("workspace", sections.get("workspace state", ""))
     tests = sections.get("tests", "")
@@ -140,9 +142,9 @@ def audit_summary(
         (sections[a] for a in ("next", "next step", "next steps", "plan") if a in sections), ""
     )
     key_state: list[str] = []
-    if root_cause_read and task.ground_truth is not None:
-        names = task.ground_truth.files + [
-            f.split(":")[-1].split(".")[-1] for f in task.ground_truth.functions
+    if root_cause_read and ground_truth is not None:
+        names = ground_truth.files + [
+            f.split(":")[-1].split(".")[-1] for f in ground_truth.functions
         ]
         if not any(name in summary for name in names):
             key_state.append("key state: the root-cause file was read but is not named")
@@ -202,7 +204,7 @@ def audit_trajectory(
                 call.step,
                 changed_at.get(call.step, []),
                 RunTally.of(last_run[0].output) if last_run else None,
-                task,
+                task.ground_truth,
                 root_cause_read=root_step is not None and root_step < call.step,
             )
         )

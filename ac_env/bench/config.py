@@ -6,12 +6,17 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from ac_env.config import TaskSelection, env_field
 from ac_env.policy import SamplingConfig
 from ac_env.runs.workers import check_worker
-from ac_env.strategies import DEFAULT_THRESHOLD, STRATEGIES, get_strategy
+from ac_env.strategies import (
+    DEFAULT_THRESHOLD,
+    STRATEGIES,
+    check_trained_baselines,
+    get_strategy,
+)
 from ac_env.timing.policy_file import DEFAULT_TIMING_POLICY
 
 DEFAULT_BUDGETS = (0.10, 0.20, 0.40, 0.80, 1.20, 4.00)
@@ -89,6 +94,11 @@ class BenchConfig(TaskSelection):
     @classmethod
     def _known_worker(cls, worker: str) -> str:
         return check_worker(worker)
+
+    @model_validator(mode="after")
+    def _trained_rows_run_a_checkpoint(self) -> BenchConfig:
+        check_trained_baselines(self.strategies, self.worker)
+        return self
 
     @property
     def sampling(self) -> SamplingConfig:

@@ -1,7 +1,8 @@
 """Segment-aware GRPO: the synchronous trainer (``trainer``), the asynchronous one
 (``async_trainer``), the loss (``loss``), the run's configuration and presets (``config``), what
-a step reports (``metrics``), and where rollouts start (``start_states``, ``start_probe``,
-``task_draw``). The advantage every segment of a rollout shares is ``ac_train.advantages``.
+a step reports (``metrics``), and where rollouts start (``start_states``, ``continuation``,
+``start_probe``, ``task_draw``). The advantage every segment of a rollout shares is
+``ac_train.advantages``.
 """
 
 from ac_train.grpo.async_trainer import AsyncConfig, AsyncGRPOTrainer

@@ -35,6 +35,13 @@ class DemonstrationStarts(BaseModel):
         min_length=1,
         description="start before the demonstrator's n-th model call from the end, for each n",
     )
+    continuation: Literal["exact", "prose", "wrong_line"] | None = Field(
+        default=None,
+        description="start right after the compaction before the fixing edit, with the "
+        "summary's ## Next naming the exact one-line edit and test ('exact'), the "
+        "demonstrator's prose plan ('prose') or the edit at a wrong line ('wrong_line'); "
+        "replaces steps_left (ac_train.grpo.continuation)",
+    )
     max_policy_steps: int = Field(default=4, ge=1, description="env steps from a start")
     probe_samples: int = Field(
         default=0,

@@ -12,9 +12,11 @@ continues from a summary, the third learnable part of the method.
 (``env.unwrapped.snapshot()``) before each of its model calls, and keeps, for each solved task,
 the snapshots before the calls ``steps_left`` from its end (1: before its last call). The env
 grades the workspace however an episode ends, so a start after the demonstrator's fixing edit
-earns the reward whatever the policy does short of undoing it; on the built-in suite the
-demonstrator's last three calls are usually edit, verify, submit, and ``steps_left=[3]`` starts
-right before the edit. A rollout from a ``StartState`` restores
+earns the reward whatever the policy does short of undoing it: such a start is ``decided``
+(its workspace, graded as it stands, passes), and ``teachable`` leaves it out of training, so
+no rollout is rewarded for a fix it did not write. On the built-in suite the demonstrator's
+last three calls are usually edit, verify, submit: ``steps_left=[3]`` starts right before the
+edit, ``[2]`` and ``[1]`` are decided. A rollout from a ``StartState`` restores
 the snapshot (``RolloutJob(start=...)``): its context holds the demonstrator's turns, its
 workspace the demonstrator's edits so far. The demonstrator is deterministic, so the same tasks
 always give the same start states (a resumed run rebuilds them).
@@ -46,10 +48,16 @@ class StartState:
     task_id: str
     steps_left: int
     snapshot: EpisodeSnapshot
+    decided: bool = False
+    """The workspace, graded as it stands, already passes: the outcome is not the policy's."""
+    label: str = ""
+    """Names a start built otherwise than by depth (``ac_train.grpo.continuation``'s plans)."""
 
     @property
     def id(self) -> str:
-        return f"{self.task_id}@-{self.steps_left}"
+        return (
+            f"{self.task_id}@{self.label}" if self.label else f"{self.task_id}@-{self.steps_left}"
+        )
 
     @property
     def step(self) -> int:
@@ -65,8 +73,8 @@ def demonstration_starts(
     progress: bool = True,
 ) -> list[StartState]:
     """For each task the demonstrator solves, the state before its model call ``n`` from the
-    end for each ``n`` in ``steps_left`` that its episode has, in task order. Tasks it does
-    not solve give none."""
+    end for each ``n`` in ``steps_left`` that its episode has, in task order, each graded as
+    it stands (``decided``). Tasks it does not solve give none."""
     if not steps_left or min(steps_left) < 1:
         raise ValueError(f"steps_left: must be numbers of at least 1, got {list(steps_left)}")
     starts: list[StartState] = []
@@ -84,13 +92,38 @@ def demonstration_starts(
             if end is None or end.reward != 1 or end.infra_error is not None:
                 continue
             starts += [
-                StartState(task_id, left, before_call[-left])
+                StartState(task_id, left, snapshot, passes_as_it_stands(env, snapshot))
                 for left in sorted(set(steps_left))
                 if left <= len(before_call)
+                for snapshot in [before_call[-left]]
             ]
     finally:
         env.close()
     return starts
+
+
+def passes_as_it_stands(env: gym.Env[Any, Any], snapshot: EpisodeSnapshot) -> bool:
+    """Whether ``snapshot``'s workspace passes the task's tests with nothing more done: the
+    episode is restored in ``env`` and ended at once (graded like a rollout's step cap)."""
+    env.reset(options={"task_id": snapshot.task.instance_id})
+    env.unwrapped.restore(snapshot)  # type: ignore[attr-defined]
+    reward, _ = env.unwrapped.abort("max_steps")  # type: ignore[attr-defined]
+    return bool(reward == 1)
+
+
+def teachable(starts: Sequence[StartState]) -> list[StartState]:
+    """The starts whose outcome the policy decides: not ``decided``. ValueError when none is
+    left, naming the decided ones."""
+    kept = [start for start in starts if not start.decided]
+    if starts and not kept:
+        decided = ", ".join(start.id for start in starts[:6])
+        raise ValueError(
+            f"every start state is decided ({decided}{', ...' if len(starts) > 6 else ''}): "
+            "its workspace passes the tests as it stands (the demonstrator's fix is in place), "
+            "so no rollout from it could earn the reward by what it writes; start before the "
+            "fixing edit (steps_left 3 on the built-in suite)"
+        )
+    return kept
 
 
 def _snapshot_into(
@@ -125,4 +158,11 @@ def policy_compactions(trajectory: Trajectory, start_step: int) -> list[Compacti
     return [event for event in trajectory.compactions() if event.step >= start_step]
 
 
-__all__ = ["StartState", "demonstration_starts", "policy_compactions", "policy_events"]
+__all__ = [
+    "StartState",
+    "demonstration_starts",
+    "passes_as_it_stands",
+    "policy_compactions",
+    "policy_events",
+    "teachable",
+]

@@ -67,6 +67,7 @@ from ac_env.policy import Policy, SamplingConfig
 from ac_env.trajectory import Trajectory
 from ac_train.advantages import segment_group
 from ac_train.grpo.config import GRPO_PRESETS, DemonstrationStarts, GRPOConfig
+from ac_train.grpo.continuation import continuation_starts
 from ac_train.grpo.loss import (
     Behaviour,
     LearnerStats,
@@ -89,6 +90,7 @@ from ac_train.grpo.start_probe import PROBE_FILE, ProbeResult, read_probe, write
 from ac_train.grpo.start_states import (
     StartState,
     demonstration_starts,
+    teachable,
 )
 from ac_train.grpo.task_draw import TaskDraw
 from ac_train.models.batched_acts import BatchedActs
@@ -177,7 +179,13 @@ class GRPOTrainer:
         config: GRPOConfig,
         model: PreTrainedModel | None = None,
         tokenizer: PreTrainedTokenizerBase | None = None,
+        starts: Sequence[StartState] | None = None,
     ) -> None:
+        """``starts``: the start states to draw from when the caller built them already (with
+        ``config.demonstration``, which still sets the policy's steps and the probe); None:
+        built here from ``config.demonstration``."""
+        if starts is not None and config.demonstration is None:
+            raise ValueError("starts: given without config.demonstration")
         if (model is None) != (tokenizer is None):
             raise ValueError("pass both model and tokenizer, or neither")
         self.accelerator = Accelerator()
@@ -214,11 +222,10 @@ class GRPOTrainer:
         # ids of the start states (``<task>@-<steps left>``)
         self.task_ids = self._task_ids()
         if config.demonstration is not None:
-            found = demonstration_starts(
-                self.make_env,
-                self.task_ids,
-                steps_left=config.demonstration.steps_left,
-                progress=self.show_progress,
+            found = (
+                list(starts)
+                if starts is not None
+                else self._demonstration_starts(config.demonstration)
             )
             self.starts = {start.id: start for start in found}
             self.task_ids = list(self.starts)
@@ -528,6 +535,26 @@ class GRPOTrainer:
         self.optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
         return int(state["step"])
+
+    def _demonstration_starts(self, demonstration: DemonstrationStarts) -> list[StartState]:
+        """The start states a step draws from; a start whose workspace already passes
+        teaches nothing and is left out (``teachable``)."""
+        if demonstration.continuation is not None:
+            found = continuation_starts(
+                self.make_env,
+                self.task_ids,
+                [demonstration.continuation],
+                progress=self.show_progress,
+            )
+            return [start.start for start in found]
+        return teachable(
+            demonstration_starts(
+                self.make_env,
+                self.task_ids,
+                steps_left=demonstration.steps_left,
+                progress=self.show_progress,
+            )
+        )
 
     def _task_ids(self) -> list[str]:
         """The env's task ids; the main process also prints the env's effective settings."""

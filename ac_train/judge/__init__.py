@@ -12,9 +12,12 @@ from ac_train.judge.review import (
     CORRECTION_TYPES,
     Judge,
     JudgeView,
+    PrivilegedJudgeView,
+    PublicTask,
     Verdict,
     apply_verdict,
     correction_rubric,
+    judge_view,
 )
 
 __all__ = [
@@ -24,8 +27,11 @@ __all__ = [
     "JudgeView",
     "LLMJudge",
     "OracleJudge",
+    "PrivilegedJudgeView",
+    "PublicTask",
     "ServedVerdicts",
     "Verdict",
     "apply_verdict",
     "correction_rubric",
+    "judge_view",
 ]

@@ -165,6 +165,8 @@ class LLMJudge:
     correction type). A server failure (``ModelServerError``) propagates: the episode is an
     infrastructure error, as when the policy's server fails."""
 
+    reads_ground_truth = False
+
     def __init__(self, backend: Policy, rubric: str | None = None, max_chars: int = 12_000):
         self.backend = backend
         self.rubric = rubric

@@ -34,7 +34,9 @@ oracle:ground-truth``) takes where the bug is from the task's gold patch instead
 command has shown the changed lines of a gold hunk and named its file (``gold_located_step``:
 a single bulk ``cat`` suffices), and names the gold functions and files from then on. It is a
 privileged judge for comparison only (it was the default before): its timing uses knowledge
-the policy has not earned and its summaries assert what the history may not show.
+the policy has not earned and its summaries assert what the history may not show. It is the
+only judge given a ``PrivilegedJudgeView`` (``reads_ground_truth``); the default oracle's
+view holds a ``PublicTask``, which has no gold field to read.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from ac_env.policy import PolicyOutput
 from ac_env.tasks import Task
 from ac_env.trajectory import CompactionEvent, ToolResult
 from ac_train.judge.evidence import Evidence, Place, is_search_or_read, unsupported_claims
-from ac_train.judge.review import ACCEPT, JudgeView, Verdict
+from ac_train.judge.review import ACCEPT, JudgeView, PrivilegedJudgeView, Verdict
 
 _BACKTICKED = re.compile(r"```(?:bash)?\s*\n(.+?)\n```|`([^`\n]+)`", re.DOTALL)
 _TEST_COMMAND = "python3 -m pytest -q -p no:cacheprovider"
@@ -76,14 +78,19 @@ class Facts:
     history_chars: int
 
     @classmethod
-    def of(cls, view: JudgeView, ground_truth: bool = False) -> Facts:
+    def of(cls, view: JudgeView) -> Facts:
+        """Ground truth is read only from a ``PrivilegedJudgeView``."""
         results = [r for r in view.trajectory.tool_results() if r.step < view.step]
         compactions = [e for e in view.trajectory.compactions() if e.trigger != "masking"]
         evidence = Evidence.of(results, view.task.problem_statement)
         return cls(
             evidence=evidence,
-            places=gold_places(results, view.task) if ground_truth else evidence.places,
-            ground_truth=ground_truth,
+            places=(
+                gold_places(results, view.gold)
+                if isinstance(view, PrivilegedJudgeView)
+                else evidence.places
+            ),
+            ground_truth=isinstance(view, PrivilegedJudgeView),
             results=results,
             last_compaction=compactions[-1] if compactions else None,
             changed=changed_files(view.diff),
@@ -118,16 +125,22 @@ class OracleJudge:
         self.min_history_chars = min_history_chars
         self.recompact_gap = recompact_gap
         self.continuation_window = continuation_window
-        self.ground_truth = ground_truth
+        self.reads_ground_truth = ground_truth
         self._investigator = ReferenceAgent("never")
 
     def review(self, view: JudgeView, candidate: PolicyOutput) -> Verdict:
-        if self.ground_truth and view.task.ground_truth is None:
-            raise ValueError(
-                f"task {view.task.instance_id}: the ground-truth oracle needs the task's "
-                "ground_truth (files and functions the bug touches); it has none"
-            )
-        facts = Facts.of(view, self.ground_truth)
+        if self.reads_ground_truth:
+            if not isinstance(view, PrivilegedJudgeView):
+                raise TypeError(
+                    "the ground-truth oracle needs a PrivilegedJudgeView (judge_view gives one "
+                    f"to a judge that reads_ground_truth); got {type(view).__name__}"
+                )
+            if view.gold.ground_truth is None:
+                raise ValueError(
+                    f"task {view.task.instance_id}: the ground-truth oracle needs the task's "
+                    "ground_truth (files and functions the bug touches); it has none"
+                )
+        facts = Facts.of(view)
         action = view.parse(candidate)
         if facts.forced:
             return self._review_summary(view, facts, action)
@@ -139,7 +152,9 @@ class OracleJudge:
                 or self._keeps_searching(view, facts, action)
                 or ACCEPT
             )
-        return ACCEPT  # a format error is the env's to answer, not a correction type
+        # a format error is the env's to answer, except as the first step after a compaction
+        # whose summary plans a command: that step ignores the plan
+        return self._continuation(view, facts, None) or ACCEPT
 
     # -- trigger --------------------------------------------------------------------------------
 
@@ -200,7 +215,10 @@ class OracleJudge:
 
     # -- continuation ---------------------------------------------------------------------------
 
-    def _continuation(self, view: JudgeView, facts: Facts, action: Bash | Submit) -> Verdict | None:
+    def _continuation(
+        self, view: JudgeView, facts: Facts, action: Bash | Submit | None
+    ) -> Verdict | None:
+        """``action`` None: the output was no action (a format error)."""
         event = facts.last_compaction
         if event is None or not event.summary:
             return None
@@ -208,6 +226,17 @@ class OracleJudge:
             return None
         next_step = next_section(event.summary)
         planned = planned_command(next_step)
+        if planned is not None and action is None:
+            if view.step != event.step + 1:
+                return None
+            return Verdict(
+                decision="correct",
+                correction="continuation",
+                replacement=f"THOUGHT: continue from the summary's plan.\n```bash\n{planned}\n```",
+                reason="its first step after the compaction is no action; the summary plans one",
+            )
+        if action is None:
+            return None
         command = action.command if isinstance(action, Bash) else "submit"
         if planned is None or command.strip() == planned:
             return None
@@ -367,7 +396,7 @@ def _paths(text: str) -> list[str]:
 def summary_problems_against_state(view: JudgeView, facts: Facts, summary: str) -> list[str]:
     """What is wrong with ``summary`` given the state (module docstring, working_state)."""
     audit = audit_summary(
-        summary, view.step, facts.changed, facts.evidence.last_run, view.task, False
+        summary, view.step, facts.changed, facts.evidence.last_run, None, False
     )  # the audit's key-state check reads the ground truth: the place check below replaces it
     problems = list(audit.problems)
     if facts.places and not any(_names_place(summary, p) for p in facts.places):

@@ -1,9 +1,9 @@
 """The Judge: reviews each proposed step before it executes, and may replace it.
 
 A judge sees what exists at that moment (``JudgeView``: the observation the policy answered,
-the trajectory so far, the workspace's real ``git diff``, the task) and the policy's
-``candidate``, and returns a ``Verdict``: accept, or a correction of one of three types with
-the output to execute instead:
+the trajectory so far, the workspace's real ``git diff``, the task as the agent sees it) and
+the policy's ``candidate``, and returns a ``Verdict``: accept, or a correction of one of three
+types with the output to execute instead:
 
 - ``trigger``: compact now (the phase is solved but the policy keeps searching), or do not
   compact yet (evidence is still needed);
@@ -16,6 +16,13 @@ recorded as ``produced_by="judge"`` with the rejected candidate and the correcti
 data holds what really happened after the correction. Both judges follow one rubric
 (``correction_rubric``): ``OracleJudge`` (``ac_train.judge.oracle``) implements it from what the
 execution history shows, ``LLMJudge`` (``ac_train.judge.llm``) asks a model to apply it.
+
+The task in a ``JudgeView`` is a ``PublicTask``: it has no field for the gold patch, the test
+patch, the graded tests (``FAIL_TO_PASS``/``PASS_TO_PASS``, their order, the restored test
+files) or the ground truth, so no judge can read them by accident. Only a judge that says it
+reads ground truth (``reads_ground_truth``: ``OracleJudge(ground_truth=True)``, the
+privileged judge) is given a ``PrivilegedJudgeView``, which adds the whole ``Task`` as
+``gold``; ``judge_view`` picks the view a judge gets.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from ac_env.actions import ActionParser, ParseResult, make_parser
 from ac_env.policy import PolicyOutput
 from ac_env.tasks import Task
+from ac_env.tasks.model import Split
 from ac_env.trajectory import Trajectory
 
 CorrectionType = Literal["trigger", "working_state", "continuation"]
@@ -57,12 +65,35 @@ class Verdict(BaseModel):
 ACCEPT = Verdict(decision="accept")
 
 
+class PublicTask(BaseModel):
+    """A task as the agent sees it: what the issue says, where, and how tests are run. No gold
+    field exists here (patch, test patch, graded tests, ground truth): a judge holding one
+    cannot read them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    instance_id: str
+    repo: str
+    problem_statement: str
+    hints_text: str = ""
+    split: Split = "easy"
+    base_commit: str = ""
+    version: str = ""
+    created_at: str = ""
+    test_command: str = ""
+
+    @classmethod
+    def of(cls, task: Task) -> PublicTask:
+        return cls(**{name: getattr(task, name) for name in cls.model_fields})
+
+
 @dataclass(frozen=True)
 class JudgeView:
-    """What a judge may look at when a step is proposed: nothing from the future."""
+    """What a judge may look at when a step is proposed: nothing from the future, and of the
+    task only what the agent was given (``PublicTask``)."""
 
     observation: Sequence[Mapping[str, str]]
-    task: Task
+    task: PublicTask
     trajectory: Trajectory
     diff: str
     step: int
@@ -78,7 +109,7 @@ class JudgeView:
         trajectory: Trajectory = base.trajectory
         return cls(
             observation=observation,
-            task=base.task,
+            task=PublicTask.of(base.task),
             trajectory=trajectory,
             diff=base.sandbox.diff(),
             step=len(trajectory.model_calls()),
@@ -86,8 +117,30 @@ class JudgeView:
         )
 
 
+@dataclass(frozen=True)
+class PrivilegedJudgeView(JudgeView):
+    """A ``JudgeView`` with the whole task (``gold``: gold patch, graded tests, ground truth),
+    for the privileged ground-truth judge only."""
+
+    gold: Task
+
+    @classmethod
+    def of(cls, env: Any, observation: Sequence[Mapping[str, str]]) -> PrivilegedJudgeView:
+        view = JudgeView.of(env, observation)
+        return cls(**vars(view), gold=env.unwrapped.task)
+
+
 class Judge(Protocol):
+    reads_ground_truth: bool
+    """True only for a privileged judge: it is given a ``PrivilegedJudgeView``."""
+
     def review(self, view: JudgeView, candidate: PolicyOutput) -> Verdict: ...
+
+
+def judge_view(judge: Judge, env: Any, observation: Sequence[Mapping[str, str]]) -> JudgeView:
+    """The view ``judge`` is given of ``env``: privileged only when it reads ground truth."""
+    view_type = PrivilegedJudgeView if judge.reads_ground_truth else JudgeView
+    return view_type.of(env, observation)
 
 
 def apply_verdict(candidate: PolicyOutput, verdict: Verdict) -> PolicyOutput:
@@ -138,4 +191,5 @@ test run after it); drops the task; or has no concrete next step. The replacemen
 corrected summary, asserting only what the history shows.
 3. continuation. Within {continuation_window} steps after a compaction whose summary plans a \
 command, the agent re-reads a file the summary records, repeats a search from before the \
-compaction, or, as its first step, ignores the plan; the replacement is the planned command."""
+compaction, or, as its first step, ignores the plan (a first step that is no action ignores it \
+too); the replacement is the planned command."""
