@@ -28,17 +28,17 @@ if sys.version_info < (3, 12):
 
     typing.TypedDict = typing_extensions.TypedDict  # type: ignore[misc]
 
-from skyrl.train.config import GeneratorConfig, SkyRLTrainConfig  # noqa: E402
-from skyrl.train.generators.skyrl_gym_generator import SkyRLGymGenerator  # noqa: E402
-from test_skyrl_adapter import CASES, in_process  # noqa: E402
+from skyrl.train.config import GeneratorConfig, SkyRLTrainConfig
+from skyrl.train.generators.skyrl_gym_generator import SkyRLGymGenerator
+from test_skyrl_adapter import CASES, in_process
 
-from ac_env.integrations.skyrl import ENV_CLASS, register  # noqa: E402
-from ac_train.integrations.skyrl_trainer import (  # noqa: E402
+from ac_env.integrations.skyrl import ENV_CLASS, register
+from ac_train.integrations.skyrl_trainer import (
     AutoCompactGenerator,
     AutoCompactSkyRLGymConfig,
     AutoCompactTrainConfig,
 )
-from ac_train.models.checkpoints import tiny_model_and_tokenizer  # noqa: E402
+from ac_train.models.checkpoints import tiny_model_and_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -74,18 +74,18 @@ def run_episode(generator_cls: type, env_config: dict, actions: list[str], token
         tokenizer=tokenizer,
     )
     output = asyncio.run(
-        generator.agent_loop(
-            [], ENV_CLASS, {"seed": 1}, max_tokens=256, max_input_length=1_000_000
-        )
+        generator.agent_loop([], ENV_CLASS, {"seed": 1}, max_tokens=256, max_input_length=1_000_000)
     )
     return output, client.prompts
 
 
 def templated(tokenizer: Any, observation: Any) -> list[int]:
     messages = [dict(message) for message in observation]
-    return list(tokenizer.apply_chat_template(
-        messages, add_generation_prompt=True, tokenize=True, return_dict=False
-    ))
+    return list(
+        tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+    )
 
 
 def test_the_page_settings_parse_into_the_env_section_and_bad_ones_name_the_field():
@@ -101,7 +101,9 @@ def test_the_page_settings_parse_into_the_env_section_and_bad_ones_name_the_fiel
     with pytest.raises(ValueError, match="Invalid fields"):  # why the subclass exists
         SkyRLTrainConfig.from_cli_overrides(overrides[:1])
     with pytest.raises(ValueError, match=r"autocompact.*max_steps"):
-        AutoCompactTrainConfig.from_cli_overrides(["environment.skyrl_gym.autocompact.max_steps=-1"])
+        AutoCompactTrainConfig.from_cli_overrides(
+            ["environment.skyrl_gym.autocompact.max_steps=-1"]
+        )
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -57,9 +57,7 @@ class AutoCompactEnvironmentConfig(EnvironmentConfig):
 
 @dataclass
 class AutoCompactTrainConfig(SkyRLTrainConfig):
-    environment: AutoCompactEnvironmentConfig = field(
-        default_factory=AutoCompactEnvironmentConfig
-    )
+    environment: AutoCompactEnvironmentConfig = field(default_factory=AutoCompactEnvironmentConfig)
 
 
 class AutoCompactGenerator(SkyRLGymGenerator):
@@ -110,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     cfg = AutoCompactTrainConfig.from_cli_overrides(overrides)
     validate_cfg(cfg)
 
-    class Experiment(BasePPOExp):  # type: ignore[misc]
+    class Experiment(BasePPOExp):
         def get_generator(
             self, cfg: Any, tokenizer: Any, inference_engine_client: Any
         ) -> AutoCompactGenerator:
@@ -126,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 policy_model_name=resolve_policy_model_name(cfg),
             )
 
-    @ray.remote(num_cpus=1)  # type: ignore[misc]
+    @ray.remote(num_cpus=1)
     def run(cfg: AutoCompactTrainConfig) -> None:
         Experiment(cfg).run()
 
