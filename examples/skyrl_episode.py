@@ -9,6 +9,7 @@ model.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import skyrl_gym
 
@@ -16,9 +17,25 @@ from ac_env.agents import ReferenceAgent
 from ac_env.integrations.skyrl import ENV_CLASS, register
 
 
+def print_compaction(compaction: dict[str, Any]) -> None:
+    """What a compaction did: who wrote the summary, the context before and after, the summary."""
+    print(
+        f"  compaction ({compaction['kind']}, summary by {compaction['summarizer']}): context "
+        f"{compaction['tokens_before']} -> {compaction['tokens_after']} tokens; the summary:"
+    )
+    for line in (compaction.get("summary") or "").splitlines()[:8]:
+        print(f"  | {line[:100]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="one episode each")
+    parser.add_argument(
+        "--compact-when",
+        default="after_locate",
+        help="when the reference agent compacts: its phase rule after_locate (default), "
+        "never, or a timing rule",
+    )
     parser.add_argument("--forced-compaction-threshold", type=int, default=None, help="env setting")
     args = parser.parse_args()
     register()
@@ -29,7 +46,7 @@ def main() -> None:
         env = skyrl_gym.make(ENV_CLASS, env_config=env_config, extras={"seed": seed})
         try:
             chat, meta = env.init([])
-            agent = ReferenceAgent()
+            agent = ReferenceAgent(compact_when=args.compact_when)
             print(f"=== {meta['info']['instance_id']} (seed {seed})")
             done = False
             while not done:
@@ -44,6 +61,8 @@ def main() -> None:
                     f"step {info['step']:>2}  ctx {info['context_tokens']:>6} tok  "
                     f"{len(chat):>3} msgs  ${info['cost']['total']['usd']:.4f}{rewrite}"
                 )
+                if info.get("compaction"):
+                    print_compaction(info["compaction"])
             print(f"--> {info['exit_reason']}: reward {output['reward']}  {env.get_metrics()}")
         finally:
             env.close()

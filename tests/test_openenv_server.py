@@ -249,6 +249,8 @@ def test_the_example_runs_an_episode_on_the_server(server):
     )
     assert run.returncode == 0, run.stderr
     assert "--> submitted: reward 1.0" in run.stdout
+    assert "compaction (proactive, summary by policy): context" in run.stdout
+    assert "(context rewritten)" in run.stdout
 
 
 CLIENT = """

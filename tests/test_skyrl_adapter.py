@@ -134,6 +134,8 @@ def test_the_example_runs_an_episode():
     )
     assert run.returncode == 0, run.stderr
     assert "--> submitted: reward 1.0" in run.stdout
+    assert "compaction (proactive, summary by policy): context" in run.stdout
+    assert "(context rewritten)" in run.stdout
 
 
 def test_each_episode_has_its_own_sandbox_and_close_removes_it(monkeypatch):

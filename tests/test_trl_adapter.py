@@ -194,13 +194,22 @@ def test_the_trl_example_trains_and_reports_each_step(tmp_path):
         [sys.executable, str(ROOT / "examples" / "trl_grpo.py"), "--quick"],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    steps = re.findall(r"^\s+(\d+)\s+([01]\.\d\d)\s+(\d+\.\d\d)", done.stdout, re.MULTILINE)
-    assert [step for step, _, _ in steps] == ["1", "2"], done.stdout
-    assert any(float(compactions) > 0 for _, _, compactions in steps)
+    steps = re.findall(
+        r"^\s+(\d+)\s+([01]\.\d\d)\s+(\d+\.\d\d)\s+\S+\s+\S+\s+(\S+)$", done.stdout, re.MULTILINE
+    )
+    assert [step for step, *_ in steps] == ["1", "2"], done.stdout
+    assert any(float(compactions) > 0 for _, _, compactions, _ in steps)
+    # a group with a fix and a failure: the step's mean grade is strictly between 0 and 1, and
+    # the optimizer step has a gradient
+    assert any(0 < float(reward) < 1 and float(norm) > 0 for _, reward, _, norm in steps), (
+        done.stdout
+    )
+    found = re.search(r"log p\(fix \| first prompt\): (-?\d+\.\d+) before GRPO", done.stdout)
+    assert found, done.stdout
     assert "episodes/min" in done.stdout
-    assert len(list((tmp_path / "runs" / "trl-grpo" / "trajectories").glob("*.jsonl"))) == 4
+    assert len(list((tmp_path / "runs" / "trl-grpo" / "trajectories").glob("*.jsonl"))) == 8

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# An environment for a trainer whose packages cannot share .venv: .venv-NAME, layered on .venv
+# (it sees .venv's packages through a .pth file; what it installs itself comes first).
+#
+#   bash scripts/extra_env.sh skyrl-trainer   # SkyRL's trainer (skyrl 0.4.0) for tests/test_skyrl_trainer.py
+#
+# skyrl-trainer: skyrl 0.4.0 declares Python >= 3.12. On 3.11 it is installed without its
+# dependencies and with --ignore-requires-python, plus the few modules its configuration and
+# generator import (the test swaps typing.TypedDict for typing_extensions', which pydantic needs
+# below 3.12). Its GPU stack (vLLM, Ray training workers) is not installed: only the config and
+# the generator's agent loop run here. Run bash scripts/setup.sh first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+name=${1:?usage: extra_env.sh NAME (skyrl-trainer)}
+venv=.venv-$name
+[ -x .venv/bin/python ] || { echo "extra_env: run bash scripts/setup.sh first" >&2; exit 1; }
+case "$name" in
+  skyrl-trainer) packages=(loguru==0.8.0 cloudpathlib==0.26.0 pybase64==1.5.1)
+                 main=(--ignore-requires-python skyrl==0.4.0) ;;
+  *) echo "extra_env: unknown environment '$name'" >&2; exit 2 ;;
+esac
+stamp=$venv/.autocompact-installed
+want=$(cat scripts/extra_env.sh .venv/.autocompact-installed | sha256sum | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  exit 0
+fi
+rm -rf "$venv"
+.venv/bin/python -m venv --without-pip "$venv"
+site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_path('purelib'))")
+.venv/bin/python -c "import sysconfig; print(sysconfig.get_path('purelib'))" > "$site/zz_autocompact_venv.pth"
+pip=(.venv/bin/python -m pip --python "$venv/bin/python" install -q --disable-pip-version-check)
+"${pip[@]}" "${packages[@]}"
+"${pip[@]}" --no-deps "${main[@]}"
+echo "$want" > "$stamp"
+echo "extra_env: $venv ready"
