@@ -1376,14 +1376,14 @@ CHEATS = [
     Cheat("code.replace with a test file's name", "tampering", code_replace_test_name),
     Cheat("a test module's code run in a fake namespace", "tampering", exec_test_module),
     # round three: the guard re-entered, events forged, the stream's end faked
-    Cheat("os.path.relpath swapped re-enters the guard", "tampering", relpath_reentry),
+    Cheat("os.path.relpath swapped re-enters the guard", "neutral", relpath_reentry),
     Cheat("a path object's __fspath__ re-enters the guard", "tampering", fspath_reentry),
     Cheat(
         "an interpreter-named event raised by hand re-enters the guard",
-        "tampering",
+        "neutral",
         forged_interpreter_event,
     ),
-    Cheat("a finalizer run by gc inside the guard", "tampering", finalizer_reentry),
+    Cheat("a finalizer run by gc inside the guard", "neutral", finalizer_reentry),
     # round three: code compiled from a string, in a thread
     Cheat("generated code in a thread walks gc", "tampering", gc_walk_in_generated_thread),
     Cheat(
