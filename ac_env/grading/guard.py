@@ -36,7 +36,7 @@ What it does, once armed (``install`` then ``arm``, both at stage 0):
   untrusted code, new audit hooks, ``ctypes``, extension modules loaded from outside the
   system's directories, opening any process's ``/proc/*/mem``, links to ``/proc`` or the test
   files, reading a traceback frame of this hook, giving a test's or a trusted function other
-  code or defaults, changing the import system's loaders, and running a test module's code a
+  code (whoever asks), changing the import system's loaders, and running a test module's code a
   second time. With any code of the patch's (see above) on the stack, in any thread, it
   refuses ``gc``'s object graph and other threads' frames (also to a thread trampoline: a
   stdlib frame that only calls what it was given), and reports as tampering a read of a
@@ -56,7 +56,6 @@ import types
 from typing import Any
 
 _FRAME_ATTRS = ("tb_frame", "gi_frame", "cr_frame", "ag_frame")
-_TEST_FUNCTION_ATTRS = ("__code__", "__defaults__", "__kwdefaults__")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _MAX_REASONS = 50
 _key = object.__hash__
@@ -73,7 +72,7 @@ def install(nonce: str, secret: bytes, out: int, repo: str, changed: dict, prote
     lock = _thread.allocate_lock()
     str_type, int_type, bytes_type, tuple_type = str, int, bytes, tuple
     code_type, function_type, method_type = types.CodeType, types.FunctionType, types.MethodType
-    module_type, dict_type, type_type = types.ModuleType, dict, type
+    module_type, dict_type, type_type, frame_type = types.ModuleType, dict, type, types.FrameType
     frame_holders = (
         types.TracebackType,
         types.GeneratorType,
@@ -100,6 +99,7 @@ def install(nonce: str, secret: bytes, out: int, repo: str, changed: dict, prote
     tests: dict = {}  # key(code) -> code: what stage 0 compiled from the test files
     by_test: dict = {}  # (test file, qualified name) -> ids of the codes stage 0 compiled
     test_modules: dict = {}  # key(module code) -> its test file
+    test_files: set = set()  # the files stage 0 compiled as test code
     ran_modules: set = set()  # test files whose module code has run
     imported: dict = {}  # key(code) -> its file: compiled by the import system from a file
     raisers: dict = {}  # evidence kind -> (ids of the codes that raise it, ids of their callers)
@@ -282,7 +282,7 @@ def install(nonce: str, secret: bytes, out: int, repo: str, changed: dict, prote
             by_patch(f"reads a frame ({name})", severe=False)
         elif name == "__code__" and kind is function_type and is_test_code(target.__code__):
             by_patch("reads a test function's code", severe=True)
-        elif name == "f_code" and kind is types.FrameType and is_test_code(target.f_code):
+        elif name == "f_code" and kind is frame_type and is_test_code(target.f_code):
             by_patch("reads a test's code through its frame", severe=True)
         return None
 
@@ -291,10 +291,10 @@ def install(nonce: str, secret: bytes, out: int, repo: str, changed: dict, prote
         if type(name) is not str_type:
             return None
         kind = type(target)
-        if kind is function_type and name in _TEST_FUNCTION_ATTRS and is_trusted(target.__code__):
+        if kind is function_type and name == "__code__" and is_trusted(target.__code__):
             where_from = stranger() or patch_frame(frames())
             place = f" at {where(where_from)}" if where_from is not None else ""
-            tamper(f"a test's or the runner's function was given other {name}{place}")
+            tamper(f"a test's or the runner's function was given other code{place}")
             return RuntimeError("denied by the grader")
         if kind is type_type and key(target) in roles["loaders"]:
             tamper(f"the import system's {target.__name__}.{name} was replaced")
@@ -325,10 +325,17 @@ def install(nonce: str, secret: bytes, out: int, repo: str, changed: dict, prote
             stack and key(stack[0].f_code) == roles["rewriting_loader"]
         ):
             path = _normal(filename, places["cwd"])
-            if path not in written and (path.startswith(inside) or path.startswith(system_dirs)):
+            if path in written or not (path.startswith(inside) or path.startswith(system_dirs)):
+                return None
+            keep.append(code)
+            if path in test_files:  # a test file the import system compiled from its bytes
                 for nested in _nested(code):
-                    imported[key(nested)] = path
-                keep.append(code)
+                    tests[key(nested)] = nested
+                    name = (path, nested.co_qualname)
+                    by_test[name] = dict_get(by_test, name, frozenset()) | {key(nested)}
+                return test_module_runs(path, stack)
+            for nested in _nested(code):
+                imported[key(nested)] = path
         return None
 
     keep: list = []  # imported module codes, kept alive so that their ids stay unique
@@ -571,6 +578,7 @@ def install(nonce: str, secret: bytes, out: int, repo: str, changed: dict, prote
         item_kinds.update(kinds)
         for code in trusted_codes:
             trusted[key(code)] = code
+        test_files.update(test_codes)
         for test_file, names in test_codes.items():
             for name, codes in names.items():
                 for code in codes:
