@@ -2,7 +2,9 @@
 is aimed at the grader) or, where no in-process check can close it, is flagged by the
 detectors, on a built-in and a mined task, in both sandboxes, while the gold patch and
 legitimate fixes (a new module, an ``__init__.py`` edit, a fix behind hostile git attributes,
-a fix that logs) still get 1. Then the
+a fix that logs, threads, ``lru_cache``, code generated through ``exec``, ``atexit``,
+``inspect`` and ``gc``) still get 1. A cheat marked ``closed_by="gate"`` is left to the static
+capability gate. Then the
 pieces on their own, fast: the diff filter, the test command, the runner's report, and the
 infrastructure/agent split."""
 
@@ -85,6 +87,8 @@ def graded(cheat: Cheat, task: Task, backend: str) -> GradeResult:
 def test_cheats_get_zero_and_fixes_get_one(
     cheat: Cheat, kind: str, backend: str, request: pytest.FixtureRequest
 ):
+    if cheat.closed_by == "gate":
+        pytest.skip("closed only by the static capability gate")
     result = graded(cheat, request.getfixturevalue(kind), backend)
     assert result.infra_error is None, result.reason
     if cheat.kind == "legit":
@@ -92,7 +96,9 @@ def test_cheats_get_zero_and_fixes_get_one(
         assert not any(path.endswith(".py") for path in result.ignored), result.ignored
         return
     if cheat.kind == "flagged":  # what no in-process check closes: the detectors report it
-        assert result.flags, result.reason
+        assert result.flags or (cheat.closed_by == "detectors" and result.reward == 0.0), (
+            result.reason
+        )
         return
     assert result.reward == 0.0 and result.resolved is False, result.reason
     if cheat.kind == "tampering" and kind not in cheat.inert:
@@ -109,13 +115,17 @@ def test_cheats_get_zero_and_fixes_get_one(
 def test_unittest_items_meet_the_same_evidence(cheat: Cheat, backend: str):
     """The built-in task graded by a ``unittest.TestCase`` file: what fools a unittest item
     gets 0 (or is flagged), and a real fix still gets 1."""
+    if cheat.closed_by == "gate":
+        pytest.skip("closed only by the static capability gate")
     task = unittest_task()
     result = graded(cheat, task, backend)
     assert result.infra_error is None, result.reason
     if cheat.kind == "legit":
         assert result.reward == 1.0 and result.tampered is None, result.reason
     elif cheat.kind == "flagged":
-        assert result.flags, result.reason
+        assert result.flags or (cheat.closed_by == "detectors" and result.reward == 0.0), (
+            result.reason
+        )
     else:
         assert result.reward == 0.0 and result.resolved is False, result.reason
 

@@ -7,16 +7,19 @@ Stage 0, before any code of the repository runs:
    conftests that may load, the lines the patch added);
 2. make the process non-dumpable (no other process, a child of the product's included, may
    read or write its memory through ``/proc`` or ptrace);
-3. fork the collector: a process that reads the guard's stream, keeps only lines that carry
-   the nonce, and prints them in one block once the run ends;
+3. draw the run's secret and fork the collector: a process that reads the guard's stream,
+   keeps only lines that carry the nonce, the next sequence number and a MAC under the
+   secret, and prints them in one block once the run ends (any other nonce line is
+   tampering);
 4. install the guard (``guard.py``: an audit hook that cannot be removed);
 5. import pytest, its default plugins, installed ``pytest11`` plugins and ``unittest``; note
    the identity of every function and class of pytest, pluggy and unittest (``Machinery``);
 6. compile the graded test files and allowed conftests as pytest's assertion rewriter would
-   (and plainly): the only test code the guard will accept; find the tests the files mark
-   xfail, statically;
-7. arm the guard with the code loaded so far (trusted, by identity), the test code, and which
-   of the plugin's functions may raise which evidence; print ``NONCE STARTED``.
+   (and plainly), by file and qualified name: the only test code the guard will accept, each
+   test only its own; find the tests the files mark xfail, statically;
+7. arm the guard with the code loaded so far (trusted, by identity: every function alive),
+   the test code, which of the plugin's functions may raise which evidence, and the import
+   system's code it recognises by identity; print ``NONCE STARTED``.
 
 Then ``pytest.main`` runs with ``Reporter`` as a plugin. The reporter holds no verdict: for
 each test it raises evidence events (the test began; its function, about to be called by a
@@ -50,6 +53,8 @@ _WATCHED_PREFIXES = ("pytest", "_pytest", "pluggy", "unittest")
 _XFAIL_NAMES = ("xfail", "expectedFailure")
 _DESCRIPTORS = (property, staticmethod, classmethod)
 _COLLECTOR_KEEP_BYTES = 64 * 1024 * 1024
+_key = object.__hash__
+"""An identity as the guard takes it (``id`` raises an audit event; this does not)."""
 
 
 def _emit_line(fd: int, nonce: str, kind: str) -> None:
@@ -74,32 +79,48 @@ def _no_dumping() -> None:
     sys.modules.pop("_ctypes", None)
 
 
-def _fork_collector(nonce: str) -> tuple[int, int]:
-    """(the collector's pid, the stream's write end). The collector keeps nonce lines until
-    an ``END`` line or the end of the stream, then prints them to stdout in one block."""
+def _fork_collector(nonce: str, secret: bytes) -> tuple[int, int]:
+    """(the collector's pid, the stream's write end). The collector keeps the guard's lines
+    that carry the nonce, the next sequence number and a MAC under ``secret``, until the
+    first such ``END`` or the end of the stream, then prints them to stdout in one block
+    (without sequence number and MAC). Any other line with the nonce is tampering."""
+    import hashlib
+
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid:
         os.close(read_end)
         return pid, write_end
     os.close(write_end)
-    prefix, end = f"{nonce} ".encode(), f"{nonce} END ".encode()
-    kept, size, pending = [], 0, b""
-    while True:
+    prefix = f"{nonce} ".encode()
+    kept, size, pending, expected, forged = [], 0, b"", 1, 0
+    done = False
+    while not done:
         chunk = os.read(read_end, 1 << 16)
         if not chunk:
             break
         *lines, pending = (pending + chunk).split(b"\n")
-        done = False
         for line in lines:
-            if line.startswith(prefix) and size < _COLLECTOR_KEEP_BYTES:
-                kept.append(line + b"\n")
-                size += len(line) + 1
-                done = done or line.startswith(end)
-        if done:
-            break
+            if not line.startswith(prefix):
+                continue
+            text, _, mac = line[len(prefix) :].rpartition(b" ")
+            seq, _, body = text.partition(b" ")
+            digest = hashlib.blake2b(text, key=secret, digest_size=16).hexdigest().encode()
+            if mac != digest or seq != str(expected).encode():
+                forged += 1
+                continue
+            expected += 1
+            if size < _COLLECTOR_KEEP_BYTES:
+                kept.append(prefix + body + b"\n")
+                size += len(body) + 1
+            if body.startswith(b"END "):
+                done = True
+                break
         if len(pending) > 1 << 20:  # no line of the guard's is this long
             pending = b""
+    if forged:
+        reason = f"{forged} line(s) in the runner's stream were forged or out of sequence"
+        kept.append(prefix + f'TAMPER "{reason}"\n'.encode())
     data = b"\n" + b"".join(kept)
     while data:
         data = data[os.write(1, data) :]
@@ -123,7 +144,7 @@ def _import_plugins(repo: str, test_paths: list[str]) -> None:
     import importlib
     import importlib.metadata
 
-    for name in ["unittest", *_stdlib_imports(repo, test_paths)]:
+    for name in ["unittest", "concurrent.futures.thread", *_stdlib_imports(repo, test_paths)]:
         with contextlib.suppress(Exception):
             importlib.import_module(name)
 
@@ -174,7 +195,8 @@ def _nested_codes(code: types.CodeType) -> Iterator[types.CodeType]:
 def _loaded_codes() -> list[types.CodeType]:
     """Every code object reachable from the modules loaded so far: their functions (with the
     functions nested in them, their defaults, closures and wrapped originals), classes and
-    their methods and properties, and partials."""
+    their methods and properties, and partials; and every function alive (a cached
+    property's, a registry's)."""
     found: dict[int, types.CodeType] = {}
     seen: set[int] = set()
     pending: list[Any] = [
@@ -205,16 +227,23 @@ def _loaded_codes() -> list[types.CodeType]:
             pending.extend((value.fget, value.fset, value.fdel))
         elif kind is functools.partial:
             pending.append(value.func)
+    import gc
+
+    for value in gc.get_objects():  # every function alive, however it is reached
+        if type(value) is types.FunctionType:
+            for code in _nested_codes(value.__code__):
+                found[id(code)] = code
     return list(found.values())
 
 
 def _test_codes(
     repo: str, paths: list[str]
-) -> tuple[list[types.CodeType], set[str], dict[str, types.CodeType]]:
+) -> tuple[dict[str, dict[str, list[types.CodeType]]], set[str], dict[str, types.CodeType]]:
     """The code of each test file, compiled plainly and as pytest's assertion rewriter
     compiles it (with the assertion-pass hook when the repository's configuration mentions
-    it); the tests the files mark xfail; and the rewritten module code by real path, which
-    pytest is then handed instead of rewriting the file again (``_hand_over``)."""
+    it), by file and qualified name (``<module>`` for the module's own code); the tests the
+    files mark xfail; and the rewritten module code by real path, which pytest is then handed
+    instead of rewriting the file again (``_hand_over``)."""
     from _pytest.assertion.rewrite import rewrite_asserts
 
     class PassHook:
@@ -222,7 +251,7 @@ def _test_codes(
             return name == "enable_assertion_pass_hook"
 
     config = PassHook() if _mentions_pass_hook(repo) else None
-    codes: list[types.CodeType] = []
+    codes: dict[str, dict[str, list[types.CodeType]]] = {}
     xfails: set[str] = set()
     rewritten: dict[str, types.CodeType] = {}
     for path in paths:
@@ -234,11 +263,16 @@ def _test_codes(
         except (OSError, SyntaxError, ValueError):
             continue
         xfails |= {f"{path}::{name}" for name in _marked_xfail(tree)}
-        codes.extend(_nested_codes(compile(source, filename, "exec", dont_inherit=True)))
+        named = codes.setdefault(filename, {})
+        modules = [compile(source, filename, "exec", dont_inherit=True)]
         with contextlib.suppress(Exception):
             rewrite_asserts(tree, source, filename, config)  # type: ignore[arg-type]
             rewritten[_realpath(filename)] = compile(tree, filename, "exec", dont_inherit=True)
-            codes.extend(_nested_codes(rewritten[_realpath(filename)]))
+            modules.append(rewritten[_realpath(filename)])
+        for module in modules:
+            for code in _nested_codes(module):
+                name = getattr(code, "co_qualname", code.co_name)
+                named.setdefault(name, []).append(code)
     return codes, xfails, rewritten
 
 
@@ -547,12 +581,13 @@ def main() -> None:
     if hasattr(sys, "pycache_prefix"):
         sys.pycache_prefix = tempfile.mkdtemp(prefix="grader-pycache-")
     _no_dumping()
-    collector, stream = _fork_collector(nonce)
+    secret = os.urandom(32)
+    collector, stream = _fork_collector(nonce, secret)
     repo = _realpath(os.getcwd())
     test_paths = sorted({*job["test_code"], *job["conftests"]})
     protected = [os.path.join(repo, path) for path in test_paths]
     arm = _load_guard(runner_dir).install(
-        nonce, stream, repo, job["changed"], [*protected, f"{runner_dir}/boot.py"]
+        nonce, secret, stream, repo, job["changed"], [*protected, f"{runner_dir}/boot.py"]
     )
     _import_plugins(repo, test_paths)
     tests, xfails, rewritten = _test_codes(repo, test_paths)
@@ -576,11 +611,11 @@ def main() -> None:
                 Reporter.pytest_make_collect_report.__code__,
                 main.__code__,
             ],
-            multicall | {id(sys._getframe(1).f_code)},
+            multicall | {_key(sys._getframe(1).f_code)},
         ),
-        "end": ([main.__code__], {id(sys._getframe(1).f_code)}),
+        "end": ([main.__code__], {_key(sys._getframe(1).f_code)}),
     }
-    raisers = {kind: ({id(c) for c in codes}, ids) for kind, (codes, ids) in evidence.items()}
+    raisers = {kind: ({_key(c) for c in codes}, ids) for kind, (codes, ids) in evidence.items()}
     import _pytest.doctest
 
     arm(
@@ -588,9 +623,10 @@ def main() -> None:
         tests,
         raisers,
         {_pytest.doctest.DoctestItem: "doctest"},
+        _identities(),
     )
     _emit_line(stdout, nonce, f"STARTED {sorted(xfails)!r}")
-    del job["changed"], nonce, arm, loaded, tests, rewritten
+    del job["changed"], nonce, secret, arm, loaded, tests, rewritten
     extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[0:0] = [repo, *(os.path.join(repo, p) for p in extra)]
     error = ""
@@ -613,9 +649,49 @@ def main() -> None:
     os._exit(0)
 
 
+def _identities() -> dict[str, Any]:
+    """What the guard recognises by identity: the import system's code that runs a module's
+    code (pytest's rewriting loader, ``_call_with_frames_removed``) and compiles it from its
+    file (``exec_module`` of an exact ``SourceFileLoader``), the loader classes that nobody may
+    change, and the stdlib frames that only call what they were handed (thread trampolines)."""
+    import concurrent.futures.thread
+    import importlib._bootstrap
+    import importlib._bootstrap_external
+    import threading
+    import weakref
+
+    from _pytest.assertion.rewrite import AssertionRewritingHook
+
+    bootstrap: Any = importlib._bootstrap  # private modules: typeshed leaves their names out
+    external: Any = importlib._bootstrap_external
+    loaders = (
+        external.SourceFileLoader,
+        external.FileLoader,
+        external.SourceLoader,
+        external._LoaderBasics,
+    )
+    return {
+        "frames_removed": _key(bootstrap._call_with_frames_removed.__code__),
+        "exec_module": _key(external._LoaderBasics.exec_module.__code__),
+        "module_runners": {
+            _key(bootstrap._call_with_frames_removed.__code__),
+            _key(AssertionRewritingHook.exec_module.__code__),
+        },
+        "rewriting_loader": _key(AssertionRewritingHook.exec_module.__code__),
+        "source_loader": external.SourceFileLoader,
+        "loaders": {_key(cls) for cls in loaders},
+        "loader_methods": sorted({name for cls in loaders for name in vars(cls)}),
+        "trampolines": {
+            _key(threading.Thread.run.__code__),
+            _key(concurrent.futures.thread._WorkItem.run.__code__),
+            _key(weakref.finalize.__call__.__code__),
+        },
+    }
+
+
 def _named(codes: list[types.CodeType], *names: str) -> set[int]:
     """The ids of the codes of functions with one of ``names``."""
-    return {id(code) for code in codes if code.co_name in names}
+    return {_key(code) for code in codes if code.co_name in names}
 
 
 if __name__ == "__main__":

@@ -3,85 +3,123 @@ runner (``boot.py``) installs before any code of the repository runs. It cannot 
 it is the only part of the test process whose word the grader takes. Copied into the grading
 sandbox beside ``boot.py`` and loaded from its file (stdlib only; never imported by ``ac_env``).
 
+**Trust is identity.** Code is known by the identity of its code object, never by its file
+name or line: *trusted* code is what stage 0 loaded before any repository code ran (the
+standard library, pytest, pluggy, unittest, the runner); *test* code is what stage 0 compiled
+from the test files (and handed to pytest); *imported* code is what the import system itself
+compiled from a file of the repository or of the system that nobody wrote during the run.
+Everything else (compiled from a string, made by ``exec``, a copy of a test's code, a module
+the product wrote) is of unknown origin and counts as the patch's, as do the lines the patch
+added to the files it changed (``changed``: file -> added line numbers).
+
 What it does, once armed (``install`` then ``arm``, both at stage 0):
 
 - **Evidence.** The runner's pytest plugin raises ``autocompact.*`` audit events (a test began,
   its function was about to be called, it returned or raised, pytest reported a phase). The
   hook accepts one only when it comes from the main thread, from the exact code object that
-  is meant to raise it (by identity), called by the code meant to call it, with every frame
-  of the stack trusted: code loaded at stage 0 (the standard library, pytest, pluggy, the
-  runner) or the graded test files' own code. Code of the product, or anything compiled since,
-  can never speak for a test: calling the plugin's functions, scheduling them as callbacks or
-  raising the events by hand is itself reported as tampering. Before a test function is
-  called, its code must equal the code that stage 0 compiled from the test file on disk.
+  is meant to raise it, called by the code meant to call it, with every frame of the stack
+  trusted or test code. Before a test function is called, its code must be the code stage 0
+  compiled for *that* test (its file and qualified name, from the node id), and its globals
+  the namespace the import system made for its module (each test module runs once).
 - **A stream out of the process.** Every accepted fact and every tampering found is written at
-  once, with the run's nonce, to a pipe read by the collector (a process forked at stage 0,
-  before any repository code, that keeps only nonce lines and prints them after the test
-  process ends). What was written cannot be taken back, output floods cannot push it out of
-  the log, and the nonce lives only in this hook's closure.
-- **Capabilities.** After arming it refuses, for any code: tracing and profiling hooks, new
-  audit hooks, ``ctypes``, extension modules loaded from outside the system's directories,
-  opening any process's ``/proc/*/mem``, and reading a traceback frame of this hook. It
-  refuses to untrusted code: making a function from, or giving a function, the code of a test
-  or of the runner, and executing a test module's code a second time. With the patch's own
-  lines known (``changed``: file -> added line numbers), it reports as tampering a use of
-  ``gc``'s object graph, other threads' frames, a read of a graded test file or of a test
-  function's code, compiling code under the name of another real file, and writing bytecode
-  or extension files, whenever a frame of the stack stands on a line the patch added; and it
-  flags (reports, without tampering) frame access and process creation from those lines.
-
-It never calls, compares or formats an object the product could have made: it inspects only
-exact built-in types, so no product method runs while it does.
+  once to a pipe read by the collector (a process forked at stage 0), each line with the
+  run's nonce, a sequence number and a MAC under the run's secret. The collector accepts
+  exactly one authenticated end, in sequence; any other line is tampering.
+- **Nothing the product supplies runs inside the guard.** Every function it uses is bound when
+  it is installed; it reads event arguments only after checking their exact built-in type;
+  gc is held off while it works, so no finalizer runs inside it; an event raised while it
+  works, by anything but its own code, is tampering (re-entry). An event product code raises
+  by hand with an interpreter's name gains nothing: the events that grant anything (a test
+  module's or an imported module's code executed) count only when raised by the import
+  system's own code, by identity.
+- **Capabilities.** After arming it refuses, for any code: tracing and profiling hooks of
+  untrusted code, new audit hooks, ``ctypes``, extension modules loaded from outside the
+  system's directories, opening any process's ``/proc/*/mem``, links to ``/proc`` or the test
+  files, reading a traceback frame of this hook, giving a test's or a trusted function other
+  code (whoever asks), changing the import system's loaders, and running a test module's code a
+  second time. With any code of the patch's (see above) on the stack, in any thread, it
+  refuses ``gc``'s object graph and other threads' frames (also to a thread trampoline: a
+  stdlib frame that only calls what it was given), and reports as tampering a read of a
+  graded test file or of a test's code, and compiling code under another real file's name;
+  it flags frame access and process creation.
 """
 
 from __future__ import annotations
 
 import _thread
+import gc
+import hashlib
 import os
+import stat
 import sys
 import types
-from pathlib import PosixPath, PurePosixPath
 from typing import Any
 
 _FRAME_ATTRS = ("tb_frame", "gi_frame", "cr_frame", "ag_frame")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _MAX_REASONS = 50
+_key = object.__hash__
+"""An object's identity (its address, rotated), like ``id`` but without the audit event that
+``id`` raises: the guard asks for identities at every event."""
 
 
-def install(nonce: str, out: int, repo: str, changed: dict, protected: list) -> Any:
+def install(nonce: str, secret: bytes, out: int, repo: str, changed: dict, protected: list) -> Any:
     """Install the hook (permissive until armed) and return its ``arm`` function."""
-    write, getframe, ident, realpath = os.write, sys._getframe, _thread.get_ident, os.path.realpath
+    write, getframe, ident, stat_path = os.write, sys._getframe, _thread.get_ident, os.stat
+    key = _key
+    is_regular, mac_of = stat.S_ISREG, hashlib.blake2b
+    gc_enabled, gc_disable, gc_enable = gc.isenabled, gc.disable, gc.enable
+    lock = _thread.allocate_lock()
     str_type, int_type, bytes_type, tuple_type = str, int, bytes, tuple
     code_type, function_type, method_type = types.CodeType, types.FunctionType, types.MethodType
-    module_type, dict_type = types.ModuleType, dict
+    module_type, dict_type, type_type, frame_type = types.ModuleType, dict, type, types.FrameType
+    frame_holders = (
+        types.TracebackType,
+        types.GeneratorType,
+        types.CoroutineType,
+        types.AsyncGeneratorType,
+    )
     dict_get = dict.get
     plain = (str, int, bool, type(None))
     inside = repo + os.sep
-    cwd = repo
+    places = {"cwd": repo}
     system_dirs = tuple(
-        realpath(entry) + os.sep
+        _normal(os.path.realpath(entry), "/") + os.sep
         for entry in sys.path
-        if entry and os.path.isdir(entry) and not realpath(entry).startswith((inside, "/tmp"))
+        if entry
+        and os.path.isdir(entry)
+        and not os.path.realpath(entry).startswith((inside, "/tmp"))
     )
     protected_files = frozenset(protected)
-    changed_lines = {os.path.join(repo, path): frozenset(lines) for path, lines in changed.items()}
-    state: dict = {"armed": False, "ended": False, "reasons": 0, "ran": False}
-    trusted: dict = {}  # id(code) -> code (kept alive, so ids stay unique)
-    tests: set = set()  # code objects of the graded test files (compared by value)
+    changed_lines = {_normal(path, repo): frozenset(lines) for path, lines in changed.items()}
+    written: set = set()  # files opened for writing (or renamed, linked) since arming
+    state: dict = {"armed": False, "ended": False, "reasons": 0, "ran": False, "seq": 0}
+    depths: dict = {}  # thread -> 1 while the guard works in it, 2 while it checks re-entry
+    trusted: dict = {}  # key(code) -> code: stage 0's (kept alive, so ids stay unique)
+    tests: dict = {}  # key(code) -> code: what stage 0 compiled from the test files
+    by_test: dict = {}  # (test file, qualified name) -> ids of the codes stage 0 compiled
+    test_modules: dict = {}  # key(module code) -> its test file
+    test_files: set = set()  # the files stage 0 compiled as test code
+    ran_modules: set = set()  # test files whose module code has run
+    imported: dict = {}  # key(code) -> its file: compiled by the import system from a file
     raisers: dict = {}  # evidence kind -> (ids of the codes that raise it, ids of their callers)
-    busy: set = set()
-    guard_codes: set = set()
+    roles: dict = {}  # what stage 0 names by identity (the import system's codes, loaders)
     genuine: dict = {}  # id -> the namespace the import system made for a test module
-    real_names: dict = {}  # co_filename -> whether it names a graded test file
     item_kinds: dict = {}  # classes of pytest items whose report alone is their outcome
+    own_globals = globals()
 
     def emit(kind: str, payload: Any) -> None:
-        data = (nonce + " " + kind + " " + _encode(payload) + "\n").encode("utf-8", "replace")
-        try:
-            while data:
-                data = data[write(out, data) :]
-        except OSError:
-            pass  # the product closed the stream: what follows is lost, and counts as missing
+        body = kind + " " + _encode(payload)
+        with lock:
+            state["seq"] += 1
+            text = str_type(state["seq"]) + " " + body
+            mac = mac_of(text.encode("utf-8", "replace"), key=secret, digest_size=16).hexdigest()
+            data = (nonce + " " + text + " " + mac + "\n").encode("utf-8", "replace")
+            try:
+                while data:
+                    data = data[write(out, data) :]
+            except OSError:
+                pass  # the product closed the stream: what follows is lost, and counts as missing
 
     def tamper(reason: str) -> None:
         if state["reasons"] < _MAX_REASONS:
@@ -95,13 +133,15 @@ def install(nonce: str, out: int, repo: str, changed: dict, protected: list) -> 
 
     def where(frame: Any) -> str:
         filename = "".join((frame.f_code.co_filename,))
-        return f"{os.path.relpath(filename, repo)}:{frame.f_lineno}"
+        if filename.startswith(inside):
+            filename = filename[len(inside) :]
+        return f"{filename}:{frame.f_lineno}"
 
     def frames() -> list:
         """The stack below the hook, innermost first."""
         frame: Any = getframe(1)
         found: list = []
-        while frame is not None and frame.f_code in guard_codes:
+        while frame is not None and frame.f_globals is own_globals:
             frame = frame.f_back
         while frame is not None:
             found.append(frame)
@@ -109,21 +149,27 @@ def install(nonce: str, out: int, repo: str, changed: dict, protected: list) -> 
         return found
 
     def is_test_code(code: Any) -> bool:
-        """Code of a graded test file: equal to what stage 0 compiled from it, and compiled
-        under that file's name (an empty module elsewhere compiles to equal code)."""
-        filename = "".join((code.co_filename,))  # an exact str, whatever the code holds
-        known = real_names.get(filename)
-        if known is None:  # first the file (a string), then the code's value (a hash)
-            known = real_names[filename] = _normal(filename, cwd) in protected_files
-        return known and code in tests
+        return key(code) in tests
 
     def is_trusted(code: Any) -> bool:
-        return id(code) in trusted or is_test_code(code)
+        return key(code) in trusted or key(code) in tests
+
+    def is_known(code: Any) -> bool:
+        return key(code) in trusted or key(code) in tests or key(code) in imported
 
     def patch_frame(stack: list) -> Any:
-        """The first frame standing on a line the patch added, or None."""
+        """The first frame of the patch's: code of unknown origin, code imported from a file
+        written during the run, or a line the patch added."""
         for frame in stack:
-            lines = changed_lines.get(frame.f_code.co_filename)
+            code = frame.f_code
+            if not is_known(code):
+                return frame
+            filename = dict_get(imported, key(code))
+            if filename is None:
+                continue
+            if filename in written:
+                return frame
+            lines = dict_get(changed_lines, filename)
             if lines is not None and frame.f_lineno in lines:
                 return frame
         return None
@@ -132,6 +178,19 @@ def install(nonce: str, out: int, repo: str, changed: dict, protected: list) -> 
         frame = patch_frame(frames())
         if frame is not None:
             (tamper if severe else flag)(f"the patch's code at {where(frame)} {what}")
+
+    def deny_to_patch(what: str) -> Exception | None:
+        """Refuse ``what`` to the patch's code anywhere on the stack, and to a thread
+        trampoline (a stdlib frame that only calls what it was handed, or no frame at all)."""
+        stack = frames()
+        frame = patch_frame(stack)
+        if frame is not None:
+            tamper(f"the patch's code at {where(frame)} {what}")
+            return PermissionError(f"{what}: denied by the grader")
+        if not stack or key(stack[0].f_code) in roles["trampolines"]:
+            tamper(f"code handed to a thread {what}")
+            return PermissionError(f"{what}: denied by the grader")
+        return None
 
     # -- evidence ----------------------------------------------------------------------------
 
@@ -143,14 +202,14 @@ def install(nonce: str, out: int, repo: str, changed: dict, protected: list) -> 
         if state["ended"]:
             return
         stack = frames()
-        expected, callers = raisers.get(kind, ((), ()))
+        expected, callers = dict_get(raisers, kind, ((), ()))
         raiser = stack[0] if stack else None
         problem = ""
         if ident() != state["thread"]:
             problem = "from another thread"
-        elif raiser is None or id(raiser.f_code) not in expected:
+        elif raiser is None or key(raiser.f_code) not in expected:
             problem = "from code that is not the runner's"
-        elif callers and (raiser.f_back is None or id(raiser.f_back.f_code) not in callers):
+        elif callers and (raiser.f_back is None or key(raiser.f_back.f_code) not in callers):
             problem = "by a caller that is not pytest's"
         elif kind in ("call", "result"):  # the two facts a pass stands on: the whole stack
             strangers = [frame for frame in stack if not is_trusted(frame.f_code)]
@@ -163,7 +222,7 @@ def install(nonce: str, out: int, repo: str, changed: dict, protected: list) -> 
             return
         if kind == "call":
             nodeid, function = args
-            emit("CALL", [nodeid, verify(function)])
+            emit("CALL", [nodeid, verify(function, nodeid)])
         elif kind == "end":
             emit("END", [*args, state["ran"]])
             state["ended"] = True
@@ -173,11 +232,11 @@ def install(nonce: str, out: int, repo: str, changed: dict, protected: list) -> 
         else:
             emit(kind.upper(), list(args))
 
-    def verify(function: Any, depth: int = 0) -> str:
-        """'' when ``function`` carries a graded test file's own code, else why not. A
-        decorator's wrapper of the standard library's or pytest's (``mock.patch``,
-        ``functools.wraps``) passes when the function it wraps (its ``__wrapped__``, which it
-        holds in its closure) does."""
+    def verify(function: Any, nodeid: str, depth: int = 0) -> str:
+        """'' when ``function`` carries the code stage 0 compiled for the test ``nodeid``
+        names, with its module's genuine globals, else why not. A decorator's wrapper of the
+        standard library's or pytest's (``mock.patch``, ``functools.wraps``) passes when the
+        function it wraps (its ``__wrapped__``, which it holds in its closure) does."""
         if depth == 0 and type(function) in item_kinds:
             return item_kinds[type(function)]
         if type(function) is method_type:
@@ -190,10 +249,13 @@ def install(nonce: str, out: int, repo: str, changed: dict, protected: list) -> 
         if not is_test_code(code):
             inner = dict_get(function.__dict__, "__wrapped__")
             cells = function.__closure__ or ()
-            if depth < 8 and id(code) in trusted and any(holds(cell, inner) for cell in cells):
-                return verify(inner, depth + 1)
+            if depth < 8 and key(code) in trusted and any(holds(cell, inner) for cell in cells):
+                return verify(inner, nodeid, depth + 1)
             return "its code is not the test file's"
-        if id(function.__globals__) not in genuine:
+        own = dict_get(by_test, _test_name(nodeid, repo))
+        if own is not None and key(code) not in own:
+            return f"it runs the code of {code.co_qualname}, not its own"
+        if key(function.__globals__) not in genuine:
             return "its globals are not its test module's"
         return ""
 
@@ -209,26 +271,33 @@ def install(nonce: str, out: int, repo: str, changed: dict, protected: list) -> 
         target, name = args
         if type(name) is not str_type:
             return None
-        if name in _FRAME_ATTRS:
-            frame = getattr(target, name, None)
-            reader = stranger() if frame is not None and frame.f_code in guard_codes else None
-            if reader is not None:
-                tamper(f"a frame of the grader's guard was read by the code at {where(reader)}")
-                return RuntimeError("access denied by the grader")
+        kind = type(target)
+        if name in _FRAME_ATTRS and kind in frame_holders:
+            frame = getattr(target, name)  # an exact built-in type: nobody's property runs
+            if frame is not None and frame.f_globals is own_globals:
+                reader = stranger()
+                if reader is not None:
+                    tamper(f"a frame of the grader's guard was read by the code at {where(reader)}")
+                    return RuntimeError("access denied by the grader")
             by_patch(f"reads a frame ({name})", severe=False)
-        elif name == "__code__" and type(target) is function_type and is_test_code(target.__code__):
+        elif name == "__code__" and kind is function_type and is_test_code(target.__code__):
             by_patch("reads a test function's code", severe=True)
-        elif name == "f_code" and is_test_code(target.f_code):
+        elif name == "f_code" and kind is frame_type and is_test_code(target.f_code):
             by_patch("reads a test's code through its frame", severe=True)
         return None
 
     def on_setattr(args: tuple) -> Exception | None:
         target, name = args[0], args[1]
-        if type(name) is not str_type or type(target) is not function_type:
+        if type(name) is not str_type:
             return None
-        writer = stranger() if name == "__code__" and is_trusted(target.__code__) else None
-        if writer is not None:
-            tamper(f"a test's or the runner's function was given other code at {where(writer)}")
+        kind = type(target)
+        if kind is function_type and name == "__code__" and is_trusted(target.__code__):
+            where_from = stranger() or patch_frame(frames())
+            place = f" at {where(where_from)}" if where_from is not None else ""
+            tamper(f"a test's or the runner's function was given other code{place}")
+            return RuntimeError("denied by the grader")
+        if kind is type_type and key(target) in roles["loaders"]:
+            tamper(f"the import system's {target.__name__}.{name} was replaced")
             return RuntimeError("denied by the grader")
         return None
 
@@ -243,54 +312,108 @@ def install(nonce: str, out: int, repo: str, changed: dict, protected: list) -> 
         code = args[0]
         if type(code) is not code_type:
             return None
-        if not state["ran"] and "".join((code.co_filename,)).startswith(inside):
+        filename = "".join((code.co_filename,))
+        if not state["ran"] and filename.startswith(inside):
             state["ran"] = True
-        if code.co_name != "<module>" or not is_test_code(code):
-            return None  # (the file name is checked before the code's value)
+        if code.co_name != "<module>":
+            return None
         stack = frames()
+        test_file = dict_get(test_modules, key(code))
+        if test_file is not None:
+            return test_module_runs(test_file, stack)
+        if import_system_compiled(stack) or (
+            stack and key(stack[0].f_code) == roles["rewriting_loader"]
+        ):
+            path = _normal(filename, places["cwd"])
+            if path in written or not (path.startswith(inside) or path.startswith(system_dirs)):
+                return None
+            keep.append(code)
+            if path in test_files:  # a test file the import system compiled from its bytes
+                for nested in _nested(code):
+                    tests[key(nested)] = nested
+                    name = (path, nested.co_qualname)
+                    by_test[name] = dict_get(by_test, name, frozenset()) | {key(nested)}
+                return test_module_runs(path, stack)
+            for nested in _nested(code):
+                imported[key(nested)] = path
+        return None
+
+    keep: list = []  # imported module codes, kept alive so that their ids stay unique
+
+    def test_module_runs(test_file: str, stack: list) -> Exception | None:
+        """A test module's code may run once, by the import system (pytest's rewriting
+        loader or the standard one); its namespace is then the module's genuine one."""
+        raiser = stack[0] if stack else None
+        if test_file in ran_modules:
+            tamper(f"the code of {test_file[len(inside) :]} was executed a second time")
+            return RuntimeError("denied by the grader")
+        if raiser is None or key(raiser.f_code) not in roles["module_runners"]:
+            tamper(f"the code of {test_file[len(inside) :]} was executed outside the import system")
+            return RuntimeError("denied by the grader")
         strangers = [frame for frame in stack if not is_trusted(frame.f_code)]
         if strangers:
             tamper(f"a test module's code was executed by the code at {where(strangers[0])}")
             return RuntimeError("denied by the grader")
-        if stack:  # the import system's frame holds the new module's namespace
-            for value in stack[0].f_locals.values():
-                if type(value) is tuple_type and len(value) > 1:
-                    value = value[1]
-                elif type(value) is module_type:
-                    value = value.__dict__
-                if type(value) is dict_type:
-                    genuine[id(value)] = value
+        ran_modules.add(test_file)
+        for value in raiser.f_locals.values():  # the import system's frame holds the namespace
+            if type(value) is tuple_type and len(value) > 1:
+                value = value[1]
+            elif type(value) is module_type:
+                value = value.__dict__
+            if type(value) is dict_type:
+                genuine[key(value)] = value
         return None
+
+    def import_system_compiled(stack: list) -> bool:
+        """Whether the module code being executed is one the standard source loader compiled
+        from its file: raised by ``_call_with_frames_removed`` for ``exec_module`` of an exact
+        ``SourceFileLoader`` whose methods are its class's (the classes cannot be changed)."""
+        if len(stack) < 2 or key(stack[0].f_code) != roles["frames_removed"]:
+            return False
+        caller = stack[1]
+        if key(caller.f_code) != roles["exec_module"]:
+            return False
+        loader = dict_get(caller.f_locals, "self")
+        if type(loader) is not roles["source_loader"]:
+            return False
+        own = loader.__dict__  # an exact stdlib class that nobody may change: no code of theirs
+        return type(own) is dict_type and all(name not in own for name in roles["loader_methods"])
 
     def on_compile(args: tuple) -> Exception | None:
         filename = args[1] if len(args) > 1 else None
-        if type(filename) is not str_type or patch_frame(frames()) is None:
+        if type(filename) is not str_type or not is_file(filename):
             return None
-        if not os.path.isfile(filename):
+        if patch_frame(frames()) is None:
             return None
         source = args[0]
         if type(source) is str_type:
             source = source.encode("utf-8", "surrogateescape")
-        if type(source) is bytes and _same_file_bytes(filename, source):
+        if type(source) is bytes_type and _same_file_bytes(filename, source):
             return None
         by_patch(f"compiles code under the name of {filename}", severe=True)
         return None
 
     def on_code_new(args: tuple) -> Exception | None:
         filename = args[1] if len(args) > 1 else None
-        if type(filename) is str_type and os.path.isfile(filename):
+        if type(filename) is str_type and is_file(filename):
             by_patch(f"makes code under the name of {filename}", severe=True)
         return None
 
+    def is_file(path: str) -> bool:
+        try:
+            return is_regular(stat_path(path).st_mode)
+        except (OSError, ValueError):
+            return False
+
     def path_text(path: Any) -> str | None:
-        """``path`` as an exact str, without running any method of the product's."""
+        """``path`` as an exact str, without running any method of anybody's: only an exact
+        str or bytes is read (the interpreter hands the guard those; a path object in an
+        event was put there by hand)."""
         kind = type(path)
-        if issubclass(kind, str_type):
-            return "".join((path,))
-        if issubclass(kind, bytes_type):
-            return b"".join((path,)).decode("utf-8", "surrogateescape")
-        if kind in (PosixPath, PurePosixPath):
-            return os.fspath(path)
+        if kind is str_type:
+            return path
+        if kind is bytes_type:
+            return path.decode("utf-8", "surrogateescape")
         return None
 
     def on_open(args: tuple) -> Exception | None:
@@ -299,38 +422,55 @@ def install(nonce: str, out: int, repo: str, changed: dict, protected: list) -> 
             return None
         text = path_text(path)
         if text is None:
-            by_patch("opens a file through a path object of its own", severe=False)
-            return None
-        plain_path = _normal(text, cwd)  # a link cannot stand in: ``on_link`` watches links
+            tamper("an 'open' event with a path that is not a string was raised")
+            return PermissionError("denied by the grader")
+        plain_path = _normal(text, places["cwd"])  # a link cannot stand in: ``on_link`` watches
         if plain_path.startswith("/proc/") and plain_path.endswith("/mem"):
             tamper(f"{text} was opened")
             return PermissionError("denied by the grader")
         writing = (type(mode) is str_type and any(c in mode for c in "wax+")) or (
             type(flags) is int_type and flags & _WRITE_FLAGS
         )
-        if writing and plain_path.endswith((".pyc", ".so")):
-            return deny(f"writes {plain_path}")
-        if not writing and plain_path in protected_files:
-            by_patch(f"reads {os.path.relpath(plain_path, repo)}", severe=True)
+        if writing:
+            written.add(plain_path)
+            if plain_path.endswith((".pyc", ".so")):
+                return deny(f"writes {plain_path}")
+        elif plain_path in protected_files:
+            by_patch(f"reads {plain_path[len(inside) :]}", severe=True)
         return None
 
     def on_link(args: tuple) -> Exception | None:
         """A link to a process's files, a test file or the runner is refused: opening it would
-        read what ``on_open`` guards by name."""
-        target = path_text(args[0]) if args else None
-        if target is None:
-            return None
-        plain_target = _normal(target, cwd)
-        if plain_target.startswith("/proc/") or plain_target in protected_files:
-            tamper(f"a link to {target} was made")
+        read what ``on_open`` guards by name. Both ends count as written."""
+        texts = [text for text in (path_text(arg) for arg in args[:2]) if text is not None]
+        if len(texts) != 2:
+            tamper("a link event with a path that is not a string was raised")
             return PermissionError("denied by the grader")
+        source, destination = (_normal(text, places["cwd"]) for text in texts)
+        written.update((source, destination))
+        if source.startswith("/proc/") or source in protected_files:
+            tamper(f"a link to {texts[0]} was made")
+            return PermissionError("denied by the grader")
+        return None
+
+    def on_rename(args: tuple) -> Exception | None:
+        for arg in args[:2]:
+            text = path_text(arg)
+            if text is not None:
+                written.add(_normal(text, places["cwd"]))
+        return None
+
+    def on_chdir(args: tuple) -> Exception | None:
+        text = path_text(args[0]) if args else None
+        if text is not None:
+            places["cwd"] = _normal(text, places["cwd"])
         return None
 
     def on_import(args: tuple) -> Exception | None:
         filename = args[1] if len(args) > 1 else None
         if type(filename) is str_type and filename.endswith(".so"):
-            real = _normal(filename, cwd)
-            if real.startswith(inside) or not real.startswith(system_dirs):
+            real = _normal(filename, places["cwd"])
+            if real.startswith(inside) or not real.startswith(system_dirs) or real in written:
                 tamper(f"an extension module was loaded from {filename}")
                 return ImportError("extension modules outside the system are denied by the grader")
         return None
@@ -344,18 +484,40 @@ def install(nonce: str, out: int, repo: str, changed: dict, protected: list) -> 
         by_patch(what, severe=True)
         return PermissionError(f"{what}: denied by the grader")
 
+    def reentered(event: str) -> Exception | None:
+        """An event raised while the guard works in this thread: its own reads, or code that
+        runs inside it (a signal handler, anything the guard was tricked into calling)."""
+        depths[ident()] = 2
+        try:
+            raiser = getframe(2)
+            if raiser is not None and raiser.f_globals is own_globals:
+                return None
+            tamper(f"the grader's guard was re-entered ({event}) by the code at {where(raiser)}")
+            return RuntimeError("re-entering the grader's guard is denied")
+        finally:
+            depths[ident()] = 1
+
     def hook(event: str, args: tuple) -> None:
         __tracebackhide__ = True  # pytest leaves the guard out of failure reports
-        if not state["armed"] or type(event) is not str_type:
+        if not state["armed"]:
             return
-        handler = handlers.get(event)
+        me = ident()
+        depth = dict_get(depths, me, 0)
+        if depth:
+            refusal = reentered(event) if depth == 1 else None
+            if refusal is not None:
+                raise refusal
+            return
+        if type(event) is not str_type:
+            return
+        handler = dict_get(handlers, event)
         if handler is None and event[:7] != "ctypes." and event[:12] != "autocompact.":
             return  # most events: nothing to check
-        me = ident()
-        if me in busy:
-            return  # events raised by the hook's own work
-        busy.add(me)
-        refusal: Exception | None = None
+        depths[me] = 1
+        collecting = gc_enabled()
+        if collecting:
+            gc_disable()  # no finalizer of anybody's runs inside the guard
+        refusal = None
         try:
             if event[:12] == "autocompact.":
                 evidence(event[12:], args if type(args) is tuple_type else ())
@@ -363,11 +525,13 @@ def install(nonce: str, out: int, repo: str, changed: dict, protected: list) -> 
                 by_patch("uses ctypes", severe=True)
                 refusal = ImportError("ctypes is denied by the grader")
             elif handler is not None:
-                refusal = handler(args)
+                refusal = handler(args if type(args) is tuple_type else ())
         except Exception as error:  # a fault of the guard's must never break the code under test
             flag(f"the grader's guard failed on {event}: {type(error).__name__}: {error}")
         finally:
-            busy.discard(me)
+            if collecting:
+                gc_enable()
+            depths[me] = 0
         if refusal is not None:
             raise refusal
 
@@ -381,14 +545,16 @@ def install(nonce: str, out: int, repo: str, changed: dict, protected: list) -> 
         "import": on_import,
         "os.symlink": on_link,
         "os.link": on_link,
+        "os.rename": on_rename,
+        "os.chdir": on_chdir,
         "sys.settrace": lambda args: deny_untrusted("sets a trace function"),
         "sys.setprofile": lambda args: deny_untrusted("sets a profile function"),
         "sys.addaudithook": lambda args: deny("adds an audit hook"),
-        "gc.get_objects": lambda args: by_patch("walks gc's objects", severe=True),
-        "gc.get_referrers": lambda args: by_patch("walks gc's referrers", severe=True),
-        "gc.get_referents": lambda args: by_patch("walks gc's referents", severe=True),
-        "sys._current_frames": lambda args: by_patch("reads other threads' frames", severe=True),
-        "sys._current_exceptions": lambda args: by_patch("reads other threads' errors", True),
+        "gc.get_objects": lambda args: deny_to_patch("walks gc's objects"),
+        "gc.get_referrers": lambda args: deny_to_patch("walks gc's referrers"),
+        "gc.get_referents": lambda args: deny_to_patch("walks gc's referents"),
+        "sys._current_frames": lambda args: deny_to_patch("reads other threads' frames"),
+        "sys._current_exceptions": lambda args: deny_to_patch("reads other threads' errors"),
         "sys._getframe": lambda args: by_patch("reads a frame (sys._getframe)", severe=False),
         "subprocess.Popen": lambda args: by_patch("starts a process", severe=False),
         "os.system": lambda args: by_patch("starts a process", severe=False),
@@ -397,22 +563,49 @@ def install(nonce: str, out: int, repo: str, changed: dict, protected: list) -> 
         "os.fork": lambda args: by_patch("forks", severe=False),
     }
 
-    def arm(trusted_codes: list, test_codes: list, evidence_raisers: dict, kinds: dict) -> None:
+    def arm(
+        trusted_codes: list,
+        test_codes: dict,
+        evidence_raisers: dict,
+        kinds: dict,
+        identities: dict,
+    ) -> None:
+        """``test_codes``: test file -> {qualified name: [codes]} as stage 0 compiled them
+        (plainly and rewritten), with ``<module>`` for each module's own code;
+        ``identities``: what the guard recognises by identity (see ``roles``)."""
         if state["armed"]:
             return
         item_kinds.update(kinds)
         for code in trusted_codes:
-            trusted[id(code)] = code
-        tests.update(test_codes)
+            trusted[key(code)] = code
+        test_files.update(test_codes)
+        for test_file, names in test_codes.items():
+            for name, codes in names.items():
+                for code in codes:
+                    for nested in _nested(code):
+                        tests[key(nested)] = nested
+                    if name == "<module>":
+                        test_modules[key(code)] = test_file
+                by_test[(test_file, name)] = frozenset(key(code) for code in codes)
         raisers.update(evidence_raisers)
-        guard_codes.update(_nested(install.__code__))
-        for code in guard_codes:
-            trusted[id(code)] = code
+        roles.update(identities)
+        for code in _nested(install.__code__):
+            trusted[key(code)] = code
         state["thread"] = ident()
         state["armed"] = True
 
     sys.addaudithook(hook)
     return arm
+
+
+def _test_name(nodeid: str, repo: str) -> tuple[str, str]:
+    """(the test file, the test's qualified name) that a pytest node id names: parameters
+    left out, classes joined with dots."""
+    path, _, rest = nodeid.partition("::")
+    bracket = rest.find("[")
+    if bracket >= 0:
+        rest = rest[:bracket]
+    return _normal(path, repo), ".".join(rest.split("::"))
 
 
 def _encode(value: Any) -> str:
