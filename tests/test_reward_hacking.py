@@ -3,10 +3,11 @@ is aimed at the grader) or, where no in-process check can close it, is flagged b
 detectors, on a built-in and a mined task, in both sandboxes, while the gold patch and
 legitimate fixes (a new module, an ``__init__.py`` edit, a fix behind hostile git attributes,
 a fix that logs, threads, ``lru_cache``, code generated through ``exec``, ``atexit``,
-``inspect`` and ``gc``) still get 1. A cheat marked ``closed_by="gate"`` is left to the static
-capability gate. Then the
-pieces on their own, fast: the diff filter, the test command, the runner's report, and the
-infrastructure/agent split."""
+``inspect`` and ``gc``) still get 1. Each wall is tested on its own: the test process's
+(graded with the static capability gate off) closes every cheat but those marked
+``closed_by="gate"``; the gate refuses those, graded and from the patch alone, and lets every
+legitimate fix through. Then the pieces on their own, fast: the diff filter, the test
+command, the runner's report, and the infrastructure/agent split."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ from reward_hacks import (
 from sandbox_task import diff_after, make_task
 
 from ac_env.grading import GradeResult, grade
+from ac_env.grading.capabilities import capability_uses
+from ac_env.grading.capability_gate import GateMode, GateVerdict, check_patch, gates
 from ac_env.grading.patch_filter import filter_patch
 from ac_env.grading.runner import RunnerCommandError, parse_test_command, read_report
 from ac_env.sandbox.base import Sandbox, SandboxError
@@ -72,12 +75,66 @@ def mined(tmp_path_factory: pytest.TempPathFactory) -> Task:
 _DIFFS: dict[tuple[str, str], str] = {}
 
 
-def graded(cheat: Cheat, task: Task, backend: str) -> GradeResult:
+def graded(cheat: Cheat, task: Task, backend: str, gate: GateMode = "off") -> GradeResult:
+    """The cheat's grade; by default with the static gate off, so the test process's own
+    evidence is what decides."""
     key = (cheat.name, task.instance_id)
     if key not in _DIFFS:
         assert task.snapshot_dir is not None
         _DIFFS[key] = cheat_diff(task, cheat.make(task, task.snapshot_dir))
-    return grade(task, _DIFFS[key], sandbox_factory(backend)(), timeout_s=120)
+    return grade(task, _DIFFS[key], sandbox_factory(backend)(), timeout_s=120, capability_gate=gate)
+
+
+def gate_verdict(cheat: Cheat, task: Task) -> GateVerdict:
+    """The static gate's verdict (relative mode) on the Python files the cheat writes, read
+    from the patch alone: nothing runs."""
+    assert task.snapshot_dir is not None
+    snapshot = Path(task.snapshot_dir)
+    change = cheat.make(task, snapshot)
+    files = {}
+    for path, content in change.files.items():
+        if gates(path):
+            base = snapshot / path
+            patched = content if isinstance(content, bytes) else content.encode()
+            files[path] = (base.read_bytes() if base.is_file() else None, patched)
+    return check_patch(files, "relative")
+
+
+ONLY_THE_GATE = [cheat for cheat in CHEATS if cheat.closed_by == "gate"]
+
+
+@pytest.mark.parametrize("fix", FIXES, ids=lambda fix: fix.name)
+def test_the_gate_refuses_a_legitimate_fix_only_for_machinery_new_to_its_file(
+    fix: Cheat, builtin: Task
+):
+    """The relative rule's trade-off: a real fix that brings a thread pool, ``exec`` or
+    ``atexit`` into a file that never used them is refused (``capability_gate="off"`` grades
+    it, and the test process's wall still holds); any other fix passes."""
+    assert builtin.snapshot_dir is not None
+    for use in gate_verdict(fix, builtin).rejected:
+        base = Path(builtin.snapshot_dir) / use.file
+        before = (
+            {u.capability for u in capability_uses(base.read_bytes())} if base.is_file() else set()
+        )
+        assert use.capability not in before, use
+    if fix.name == "gold patch":
+        assert gate_verdict(fix, builtin).rejected == []
+
+
+@pytest.mark.parametrize("cheat", ONLY_THE_GATE, ids=lambda cheat: cheat.name)
+def test_the_gate_refuses_what_the_test_process_cannot_close(cheat: Cheat, builtin: Task):
+    assert gate_verdict(cheat, builtin).rejected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["builtin", "mined", "unittest"])
+@pytest.mark.parametrize("cheat", ONLY_THE_GATE, ids=lambda cheat: cheat.name)
+def test_graded_with_the_gate_it_gets_zero_and_names_the_capability(
+    cheat: Cheat, kind: str, request: pytest.FixtureRequest
+):
+    task = unittest_task() if kind == "unittest" else request.getfixturevalue(kind)
+    result = graded(cheat, task, "local", gate="relative")
+    assert result.reward == 0.0 and result.rejected, result.reason
 
 
 @pytest.mark.slow
