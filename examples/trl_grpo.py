@@ -120,7 +120,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny model, 2 steps, 4 episodes")
     args = parser.parse_args()
     if args.quick:
-        args.steps, args.group_size, args.segments, args.learning_rate = 2, 4, 3, 1e-3
+        args.steps, args.group_size, args.segments = 2, 4, 3
         args.max_env_steps, args.forced_compaction, args.max_new_tokens = 3, 200, 320
     torch.set_num_threads(1)
     model, tokenizer = tiny_model_and_tokenizer() if args.quick else load_model(args.model)
