@@ -154,6 +154,7 @@ LEGITIMATE = [
     "import importlib\nfor lib in ('json', 'csv'):\n    importlib.import_module(lib)",
     "object.__setattr__(a, 'x', 1)",
     "if 'X' in globals():\n    pass",
+    "globals()[name] = 1",
     "'{0.__class__.__name__}({0.x!r})'.format(a)",
     "import os\nos.path.join(os.environ.get('HOME', ''), 'x')",
     "import re\nre.compile('x').match('x')",

@@ -23,6 +23,7 @@ added, or sits next to one it removed.
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -72,7 +73,7 @@ def check_patch(files: Mapping[str, tuple[bytes | None, bytes]], mode: GateMode)
     rejected: list[CapabilityUse] = []
     allowed: list[CapabilityUse] = []
     before = {path: _capabilities(base) for path, (base, _) in files.items() if base is not None}
-    changed = set().union(*before.values())
+    changed = frozenset().union(*before.values())
     for path, (base, patched) in sorted(files.items()):
         base_capabilities = before.get(path, changed)
         touched = _touched_lines(base or b"", patched)
@@ -88,11 +89,13 @@ def check_patch(files: Mapping[str, tuple[bytes | None, bytes]], mode: GateMode)
     return GateVerdict(rejected=rejected, allowed=allowed)
 
 
-def _capabilities(base: bytes) -> set[str]:
+@functools.lru_cache(maxsize=256)
+def _capabilities(base: bytes) -> frozenset[str]:
     """What a base version uses; all capabilities where Python cannot compile it (it never
-    ran: there is nothing to compare with)."""
-    used = {use.capability for use in capability_uses(base)}
-    return set(CAPABILITIES) if UNPARSEABLE in used else used
+    ran: there is nothing to compare with). Cached: training grades many patches of one
+    task, on the same base files."""
+    used = frozenset(use.capability for use in capability_uses(base))
+    return frozenset(CAPABILITIES) if UNPARSEABLE in used else used
 
 
 def _touched_lines(base: bytes, patched: bytes) -> set[int]:
