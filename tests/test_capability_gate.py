@@ -203,6 +203,8 @@ def test_a_file_the_patch_adds_may_use_only_what_the_changed_files_used():
     walker = b"import gc\n\n\ndef walk():\n    return gc.get_referrers(walk)\n"
     moved = {"pkg/new.py": (None, new), "pkg/walk.py": (walker, walker + b"x = 1\n")}
     assert check_patch(moved, "relative").rejected == []  # it could have gone in walk.py
+    renamed = check_patch({"pkg/new.py": (None, new)}, "relative", {"pkg/old.py": walker})
+    assert renamed.rejected == []  # a module moved to a new file keeps what it used
     assert {u.file for u in check_patch(moved, "strict").rejected} == {"pkg/new.py"}
 
 
