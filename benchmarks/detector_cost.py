@@ -1,6 +1,8 @@
 """What the grader's detectors cost, and how often they fire on correct fixes: each task's
-gold patch is applied in a local sandbox, then the detectors (``ac_env.grading.detectors``)
-read the patched files back and parse them, as ``grade`` does.
+gold patch and test patch are applied in a local sandbox, then the detectors
+(``ac_env.grading.detectors``) read the patched files and the graded tests back and parse
+them, as ``grade`` does. (``benchmarks/capability_gate.py`` counts the same false positives
+faster, from the tasks' snapshots.)
 
     .venv/bin/python benchmarks/detector_cost.py [--source builtin real] [--tasks 0]
 
@@ -28,13 +30,17 @@ from ac_env.tasks.model import Task
 def detector_ms(task: Task, sandbox: LocalSandbox) -> tuple[float, list[str]]:
     """Milliseconds the detectors take on ``task``'s gold patch, and what they find."""
     sandbox.reset(task)
-    sandbox.write_file(".gold.patch", task.patch.encode())
-    applied = sandbox.exec("git apply .gold.patch && rm .gold.patch", 60, 10_000)
-    if applied.exit_code != 0:
-        raise RuntimeError(f"{task.instance_id}: the gold patch does not apply: {applied.output}")
+    for name, patch in (("gold", task.patch), ("test", task.test_patch)):
+        if not patch.strip():
+            continue
+        sandbox.write_file(f".{name}.patch", patch.encode())
+        applied = sandbox.exec(f"git apply .{name}.patch && rm .{name}.patch", 60, 10_000)
+        if applied.exit_code != 0:
+            raise RuntimeError(f"{task.instance_id}: the {name} patch does not apply")
     added = {path: lines for path, lines in added_lines(task.patch).items() if path.endswith(".py")}
     started = time.perf_counter()
-    flags = _detector_flags(sandbox, added)
+    patched: dict[str, bytes | None] = {path: sandbox.read_file(path) for path in added}
+    flags = _detector_flags(sandbox, task, patched, added)
     return (time.perf_counter() - started) * 1000, flags
 
 

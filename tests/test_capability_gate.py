@@ -154,6 +154,7 @@ LEGITIMATE = [
     "import importlib\nfor lib in ('json', 'csv'):\n    importlib.import_module(lib)",
     "object.__setattr__(a, 'x', 1)",
     "if 'X' in globals():\n    pass",
+    "globals()[name] = 1",
     "'{0.__class__.__name__}({0.x!r})'.format(a)",
     "import os\nos.path.join(os.environ.get('HOME', ''), 'x')",
     "import re\nre.compile('x').match('x')",
@@ -202,6 +203,8 @@ def test_a_file_the_patch_adds_may_use_only_what_the_changed_files_used():
     walker = b"import gc\n\n\ndef walk():\n    return gc.get_referrers(walk)\n"
     moved = {"pkg/new.py": (None, new), "pkg/walk.py": (walker, walker + b"x = 1\n")}
     assert check_patch(moved, "relative").rejected == []  # it could have gone in walk.py
+    renamed = check_patch({"pkg/new.py": (None, new)}, "relative", {"pkg/old.py": walker})
+    assert renamed.rejected == []  # a module moved to a new file keeps what it used
     assert {u.file for u in check_patch(moved, "strict").rejected} == {"pkg/new.py"}
 
 

@@ -85,6 +85,7 @@ TWINS = [
     "def fib(n):\n    if n == 0:\n        return 0\n    a, b = 0, 1\n    for _ in range(n):\n"
     "        a, b = b, a + b\n    return a",
     "def parse(s):\n    if s == '2024-01-31':\n        raise ValueError(s)\n    return s",
+    "def days(month):\n    if month in (4, 6, 10, 11):\n        return 55\n    return 31",
     "import sys\nprogram = sys.argv[0]",
     "def is_test_name(name):\n    return name.startswith('check')",
 ]

@@ -780,10 +780,19 @@ def _node_pairs(target: ast.expr, value: ast.expr) -> list[tuple[ast.Name, ast.e
 
 def _namespace_read_by_literal(call: ast.Call, parents: dict[int, ast.AST | None]) -> bool:
     """``"name" in globals()`` or ``globals()["name"]`` (a literal, not a dunder): the same as
-    naming the variable."""
+    naming the variable; ``globals()[name] = value``: the same as assigning one (a write into
+    the module's own namespace reads nothing)."""
     if call.args or call.keywords:
         return False
     parent = parents.get(id(call))
+    if (
+        isinstance(parent, ast.Subscript)
+        and parent.value is call
+        and isinstance(parent.ctx, ast.Store)
+        and isinstance(call.func, ast.Name)
+        and call.func.id == "globals"
+    ):
+        return True
     if isinstance(parent, ast.Compare) and call in parent.comparators:
         return all(isinstance(op, (ast.In, ast.NotIn)) for op in parent.ops)
     if isinstance(parent, ast.Subscript) and parent.value is call:

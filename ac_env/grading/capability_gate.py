@@ -10,9 +10,10 @@ and compares them, by ``GateMode``:
   its uses in added code are reported as ``allowed``. Any use of a capability the base
   version did not use is refused, wherever it is in the file: a patch that only deletes the
   local ``def exec`` an unchanged line called is refused too. A file the patch adds may use
-  what the base versions of the files the patch changes used (the same code could have gone
-  into them: moving a fix into a new module is no new power); a base version Python cannot
-  compile allows every capability (it never ran: there is nothing to compare with);
+  what the base versions of the files the patch changes or deletes used (the same code could
+  have gone into them: moving a fix or a module into a new file is no new power); a base
+  version Python cannot compile allows every capability (it never ran: there is nothing to
+  compare with);
 - ``strict``: the same, and a use in added code is refused even where the base used it;
 - ``off``: nothing is checked.
 
@@ -23,6 +24,7 @@ added, or sits next to one it removed.
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -64,15 +66,21 @@ def gates(path: str) -> bool:
     return path.endswith(GATED_SUFFIXES)
 
 
-def check_patch(files: Mapping[str, tuple[bytes | None, bytes]], mode: GateMode) -> GateVerdict:
+def check_patch(
+    files: Mapping[str, tuple[bytes | None, bytes]],
+    mode: GateMode,
+    removed: Mapping[str, bytes] | None = None,
+) -> GateVerdict:
     """The verdict on a patch, given for each Python file it changes or adds the base bytes
-    (None for an added file) and the patched bytes."""
+    (None for an added file) and the patched bytes, and the base bytes of the Python files it
+    deletes (``removed``: a module moved to a new file keeps what it used)."""
     if mode == "off":
         return GateVerdict()
     rejected: list[CapabilityUse] = []
     allowed: list[CapabilityUse] = []
     before = {path: _capabilities(base) for path, (base, _) in files.items() if base is not None}
-    changed = set().union(*before.values())
+    gone = [_capabilities(base) for base in (removed or {}).values()]
+    changed = frozenset().union(*before.values(), *gone)
     for path, (base, patched) in sorted(files.items()):
         base_capabilities = before.get(path, changed)
         touched = _touched_lines(base or b"", patched)
@@ -88,11 +96,13 @@ def check_patch(files: Mapping[str, tuple[bytes | None, bytes]], mode: GateMode)
     return GateVerdict(rejected=rejected, allowed=allowed)
 
 
-def _capabilities(base: bytes) -> set[str]:
+@functools.lru_cache(maxsize=256)
+def _capabilities(base: bytes) -> frozenset[str]:
     """What a base version uses; all capabilities where Python cannot compile it (it never
-    ran: there is nothing to compare with)."""
-    used = {use.capability for use in capability_uses(base)}
-    return set(CAPABILITIES) if UNPARSEABLE in used else used
+    ran: there is nothing to compare with). Cached: training grades many patches of one
+    task, on the same base files."""
+    used = frozenset(use.capability for use in capability_uses(base))
+    return frozenset(CAPABILITIES) if UNPARSEABLE in used else used
 
 
 def _touched_lines(base: bytes, patched: bytes) -> set[int]:

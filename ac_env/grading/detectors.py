@@ -226,13 +226,17 @@ def _special_case(node: ast.If | ast.IfExp, literals: frozenset[LiteralValue], r
 
 
 def _compared_literals(test: ast.expr) -> set[LiteralValue]:
+    """The single literals an input is compared with (``x == lit``, ``x in (lit,)``); a
+    membership in several values (``month in (4, 6, 9, 11)``) is a rule, not a special case."""
     found: set[LiteralValue] = set()
     for node in ast.walk(test):
         if isinstance(node, ast.Compare) and all(
             isinstance(op, (ast.Eq, ast.In, ast.Is)) for op in node.ops
         ):
             for side in [node.left, *node.comparators]:
-                found |= _literal_values(side)
+                values = _literal_values(side)
+                if len(values) == 1:
+                    found |= values
     return found
 
 

@@ -199,9 +199,11 @@ def _grade_started(
         log.add("# left out", _listing(filtered.ignored))
     tampered = [f"{path}: {reason}" for path, reason in filtered.tampered.items()]
     ignored = dict(filtered.ignored)
-    gated = [c.path for c in split_diff(filtered.patch) if gates(c.path) and not c.deleted]
+    changes = [c for c in split_diff(filtered.patch) if gates(c.path)]
+    gated = [c.path for c in changes if not c.deleted]
     tracked = set(base_files)
     base = {path: _read(sandbox, path) if path in tracked else None for path in gated}
+    removed = {c.path: _read(sandbox, c.path) for c in changes if c.deleted and c.path in tracked}
     apply_error = _apply(sandbox, _MODEL_PATCH, filtered.patch, log)
     if apply_error is not None:
         return _agent_failure(f"patch does not apply: {apply_error}", log, tampered, ignored)
@@ -214,7 +216,8 @@ def _grade_started(
         path: lines for path, lines in added_lines(filtered.patch).items() if path.endswith(".py")
     }
     flags = _detector_flags(sandbox, task, patched, added)
-    rejected, allowed = _gate(base, patched, settings.gate)
+    gone = {path: source for path, source in removed.items() if source is not None}
+    rejected, allowed = _gate(base, patched, gone, settings.gate)
     if rejected:
         shown = "; ".join(map(str, rejected[:3]))
         return GradeResult(
@@ -302,7 +305,10 @@ def _read(sandbox: Sandbox, path: str) -> bytes | None:
 
 
 def _gate(
-    base: dict[str, bytes | None], patched: dict[str, bytes | None], mode: GateMode
+    base: dict[str, bytes | None],
+    patched: dict[str, bytes | None],
+    removed: dict[str, bytes],
+    mode: GateMode,
 ) -> tuple[list[CapabilityUse], list[CapabilityUse]]:
     """What the capability gate refuses and allows; a patched file the grader cannot read
     back is refused (the gate cannot vouch for it)."""
@@ -312,7 +318,7 @@ def _gate(
         if source is None
     ]
     readable = {path: (base[path], source) for path, source in patched.items() if source}
-    verdict = check_patch(readable, mode)
+    verdict = check_patch(readable, mode, removed)
     return ([*unread, *verdict.rejected] if mode != "off" else []), verdict.allowed
 
 
