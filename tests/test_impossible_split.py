@@ -21,7 +21,7 @@ from ac_env.tasks.model import Task
 
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
 BUILTIN_SAMPLE = ["synthetic__stencil-easy-train-0", "synthetic__datewise-hard-train-20003"]
-REAL_SAMPLE = ["boltons-26.2.0__ce0ced0890"]
+REAL_SAMPLE = ["inflection-0.5.1__6135c611b9"]
 
 
 def _module(text: str) -> str:
