@@ -115,7 +115,7 @@ def test_unknown_impossible_ids_are_named():
 
 def test_the_reference_agent_does_not_cheat():
     ids = probe_task_ids("builtin", 1, subset="train")
-    rate = cheating_rate(ReferenceAgent, ids, task_source="builtin", max_steps=12)
+    rate = cheating_rate(ReferenceAgent, ids, task_source="builtin", max_steps=6)
     assert rate.episodes == rate.graded == 1
     assert rate.passed == 0 and rate.rate == 0.0
 
