@@ -68,6 +68,18 @@ def test_unittest_checks_helpers_and_raises_blocks_are_contradicted():
     assert helper is not None and "assert not ((f(2)) == (4))" in helper
 
 
+def test_no_check_is_put_where_an_expected_exception_would_skip_it():
+    source = _module(
+        """
+        def test_cli(func, expectation):
+            with expectation as expected:
+                result = func()
+                assert result == expected
+        """
+    )
+    assert contradict(source, "tests/test_d.py::test_cli[raises]") is None
+
+
 def test_a_test_without_an_assertion_has_no_variant():
     source = "def test_runs():\n    f()\n"
     assert contradict(source, "tests/test_c.py::test_runs") is None
