@@ -169,10 +169,11 @@ def report(out: Path, shipped: dict[str, str]) -> None:
 
 
 def strengthen_real_suite(out: Path, data_dir: Path = DATA_DIR) -> None:
-    """Rewrite the shipped real-code suite from the graded records: each measured task
-    records how many wrong patches its tests reject; one whose tests accept a non-equivalent
-    wrong patch is strengthened with the library's own tests or dropped
-    (``ac_env.mining.strengthen``). What was done goes to ``runs/strengthened.jsonl``."""
+    """Rewrite the shipped real-code suite from the graded records: each task whose every
+    wrong patch was graded records how many its tests reject (the others record None); one
+    whose tests accept a non-equivalent wrong patch is strengthened with the library's own
+    tests or dropped (``ac_env.mining.strengthen``); what was done goes to
+    ``runs/strengthened.jsonl``."""
     records = [json.loads(line) for line in out.read_text().splitlines()]
     manifest = read_manifest(data_dir)
     rows = read_rows(data_dir)
@@ -182,8 +183,12 @@ def strengthen_real_suite(out: Path, data_dir: Path = DATA_DIR) -> None:
     for row, task in zip(tqdm(rows, desc="strengthening", unit="task"), tasks, strict=True):
         digest = tests_digest(task)
         mine = [r for r in records if r["instance_id"] == task.instance_id and r["tests"] == digest]
-        if not mine or any(r["reward"] is None for r in mine):
-            kept.append(row)
+        complete = (
+            {r["key"] for r in mine} >= {w.key for w in wrong_patches(task)} if mine else False
+        )
+        if not complete or any(r["reward"] is None for r in mine):
+            unmeasured = {"wrong_patches_rejected": None, "wrong_patches_accepted": None}
+            kept.append(row.model_copy(update={"task": row.task.model_copy(update=unmeasured)}))
             continue
         rejected = sum(r["reward"] == 0.0 for r in mine)
         accepted = {r["key"] for r in mine if r["reward"] == 1.0 and not r["equivalent"]}
