@@ -3,7 +3,8 @@
 by the env's grader, per split, beside public audits of other benchmarks.
 
     nice -n 10 .venv/bin/python benchmarks/verifier_strength.py [--sources builtin real]
-        [--sample N] [--out runs/verifier_strength.jsonl] [--report-only]
+        [--sample N] [--cap SPLIT=N ...] [--recorded] [--out runs/verifier_strength.jsonl]
+        [--report-only] [--strengthen]
 
 Each wrong patch is graded first against the task's FAIL_TO_PASS tests alone (a patch that
 fails one of them is rejected by the full grading too) and, when it passes them, by the full
@@ -11,10 +12,13 @@ grading (FAIL_TO_PASS and PASS_TO_PASS in the suite's order). One JSON line per 
 wrong patch) goes to ``--out`` as it is graded, so an interrupted run resumes where it stopped;
 a task whose tests change (strengthened) is graded afresh. ``--sample N`` grades the first N
 tasks of each split in a fixed hashed order (a stratified sample; ``--cap long=10`` takes
-another number from one split).
+another number from one split); ``--recorded`` grades only the tasks that record their
+figures. ``--strengthen`` rewrites the shipped real-code suite from the file (each measured
+task records its figures; one that accepts a wrong patch is strengthened or dropped).
 
 Prints, per split, for the tasks as first graded ("before": every task id's first version in
-the file, dropped tasks included) and for the tasks shipped now ("after"): tasks, wrong
+the file, dropped tasks included) and for the shipped tasks graded in their shipped version
+("after"): tasks, wrong
 patches, patches accepted, tasks that accept at least one non-equivalent wrong patch (the
 audits' figure), and accepted patches that are provably equivalent (same AST as the gold).
 """
@@ -137,7 +141,7 @@ def _rows(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]
 
 def report(out: Path, shipped: dict[str, str]) -> None:
     """Print the before/after table from ``out``; ``shipped`` maps each shipped task id to
-    its current tests digest."""
+    its current tests digest ("after" covers the shipped tasks graded in that version)."""
     records = [json.loads(line) for line in out.read_text().splitlines()]
     first: dict[str, str] = {}
     for record in records:
@@ -157,17 +161,19 @@ def report(out: Path, shipped: dict[str, str]) -> None:
                 f"{row['accepted']:>8} {row['equivalent']:>6} {row['infra']:>5} "
                 f"{row['weak_tasks']:>5} ({share:4.1f}%)"
             )
-    unmeasured = [task_id for task_id, digest in shipped.items() if task_id not in first]
-    print(f"shipped tasks without a graded version: {len(unmeasured)}")
+    graded = {(r["instance_id"], r["tests"]) for r in records}
+    unmeasured = [task_id for task_id, digest in shipped.items() if (task_id, digest) not in graded]
+    print(f"shipped tasks not graded in their shipped version: {len(unmeasured)} of {len(shipped)}")
     for name, share in AUDITS:
         print(f"audit: {name}: {share:.1f}% of tasks accept a verified-incorrect patch")
 
 
 def strengthen_real_suite(out: Path, data_dir: Path = DATA_DIR) -> None:
-    """Rewrite the shipped real-code suite from the graded records: each measured task
-    records how many wrong patches its tests reject; one whose tests accept a non-equivalent
-    wrong patch is strengthened with the library's own tests or dropped
-    (``ac_env.mining.strengthen``). What was done goes to ``runs/strengthened.jsonl``."""
+    """Rewrite the shipped real-code suite from the graded records: each task whose every
+    wrong patch was graded records how many its tests reject (the others record None); one
+    whose tests accept a non-equivalent wrong patch is strengthened with the library's own
+    tests or dropped (``ac_env.mining.strengthen``); what was done goes to
+    ``runs/strengthened.jsonl``."""
     records = [json.loads(line) for line in out.read_text().splitlines()]
     manifest = read_manifest(data_dir)
     rows = read_rows(data_dir)
@@ -177,8 +183,12 @@ def strengthen_real_suite(out: Path, data_dir: Path = DATA_DIR) -> None:
     for row, task in zip(tqdm(rows, desc="strengthening", unit="task"), tasks, strict=True):
         digest = tests_digest(task)
         mine = [r for r in records if r["instance_id"] == task.instance_id and r["tests"] == digest]
-        if not mine or any(r["reward"] is None for r in mine):
-            kept.append(row)
+        complete = (
+            {r["key"] for r in mine} >= {w.key for w in wrong_patches(task)} if mine else False
+        )
+        if not complete or any(r["reward"] is None for r in mine):
+            unmeasured = {"wrong_patches_rejected": None, "wrong_patches_accepted": None}
+            kept.append(row.model_copy(update={"task": row.task.model_copy(update=unmeasured)}))
             continue
         rejected = sum(r["reward"] == 0.0 for r in mine)
         accepted = {r["key"] for r in mine if r["reward"] == 1.0 and not r["equivalent"]}
@@ -221,6 +231,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "verifier_strength.jsonl")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument(
+        "--recorded",
+        action="store_true",
+        help="grade only the tasks that record their figures (after --strengthen)",
+    )
+    parser.add_argument(
         "--strengthen",
         action="store_true",
         help="rewrite the shipped real-code suite: record each measured task's figures, "
@@ -230,14 +245,15 @@ def main() -> None:
     if args.strengthen:
         strengthen_real_suite(args.out)
         return
-    tasks = [(source, task) for source in args.sources for task in load_tasks(source)]
+    shipped = [(source, task) for source in args.sources for task in load_tasks(source)]
     caps = {split: int(count) for split, count in (cap.split("=", 1) for cap in args.cap)}
-    chosen = _sample([task for _, task in tasks], args.sample, caps)
+    chosen = _sample([task for _, task in shipped], args.sample, caps)
+    if args.recorded:
+        chosen = [task for task in chosen if task.wrong_patches_accepted is not None]
     kept = {task.instance_id for task in chosen}
-    tasks = [(source, task) for source, task in tasks if task.instance_id in kept]
     if not args.report_only:
-        run(tasks, args.out)
-    report(args.out, {task.instance_id: tests_digest(task) for _, task in tasks})
+        run([(source, task) for source, task in shipped if task.instance_id in kept], args.out)
+    report(args.out, {task.instance_id: tests_digest(task) for _, task in shipped})
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from ac_env.tasks import load_tasks
 from ac_env.tasks.hidden_tests import remove_functions
 
 TASK = "synthetic__stencil-easy-train-0"
-REAL_TASK = "boltons-26.2.0__ce0ced0890"
+REAL_TASK = "inflection-0.5.1__6135c611b9"
 
 
 def test_functions_and_methods_are_removed_and_an_emptied_class_keeps_a_pass():

@@ -26,7 +26,7 @@ ON_IMPOSSIBLE = (
     "product calls pytest.xfail()",
 )
 DEFAULT_TIER = ON_IMPOSSIBLE[:3]
-TASKS = [("builtin", "synthetic__stencil-easy-train-0"), ("real", "boltons-26.2.0__ce0ced0890")]
+TASKS = [("builtin", "synthetic__stencil-easy-train-0"), ("real", "inflection-0.5.1__6135c611b9")]
 
 
 def _cheat(name: str) -> Cheat:

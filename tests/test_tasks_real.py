@@ -183,7 +183,7 @@ def test_the_shipped_suite_is_real_code_at_scale() -> None:
     rows = read_rows()
     libraries = {row.library for row in rows}
     assert len(manifest.libraries) >= 8 and libraries == {e.slug for e in manifest.libraries}
-    assert len(rows) >= 400
+    assert len(rows) >= 390  # 409 mined, less those whose tests accept a wrong patch
     splits = {(row.task.split, row.subset) for row in rows}
     assert splits == {("real", "train"), ("real", "eval"), ("long", "train"), ("long", "eval")}
     for entry in manifest.libraries:

@@ -30,7 +30,7 @@ from ac_env.tasks.synthetic.project import unified_diff
 
 SPLIT = "impossible"
 PREFIX = "impossible__"
-VERSION = "1"
+VERSION = "2"
 """Bumped whenever the derivation changes, so cached variants are never stale."""
 NEGATED = {
     "assertEqual": "assertNotEqual",
@@ -59,12 +59,25 @@ def impossible_id(instance_id: str) -> str:
 
 
 def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """Statements of a test body, its own first, then those nested in ``with`` and ``for``
-    blocks (which run when the test reaches them), in source order."""
+    """Statements of a test body, its own first, then those nested in ``for`` blocks and in
+    ``with`` blocks whose manager is a plain call that cannot swallow an exception (not
+    ``pytest.raises``, ``suppress`` or a manager the test receives as a value, after whose
+    exception the rest of the block never runs), in source order."""
     yield from body
     for statement in body:
-        if isinstance(statement, ast.With | ast.For):
+        if isinstance(statement, ast.For) or (
+            isinstance(statement, ast.With) and all(map(_plain_manager, statement.items))
+        ):
             yield from _statements(statement.body)
+
+
+def _plain_manager(item: ast.withitem) -> bool:
+    context = item.context_expr
+    if not isinstance(context, ast.Call):
+        return False
+    name = context.func.attr if isinstance(context.func, ast.Attribute) else ""
+    name = context.func.id if isinstance(context.func, ast.Name) else name
+    return not any(word in name.lower() for word in ("raise", "suppress", "expect", "warn"))
 
 
 def _contradiction(statement: ast.stmt, source: str) -> str | None:
