@@ -12,8 +12,8 @@ import pytest
 
 import ac_env  # noqa: F401
 from ac_env.agents.reference import ReferenceAgent
-from ac_env.cheating import cheating_rate, probe_task_ids
 from ac_env.grading import grade
+from ac_env.runs.cheating import cheating_rate, probe_task_ids
 from ac_env.sandbox.local import LocalSandbox
 from ac_env.tasks import load_tasks
 from ac_env.tasks.impossible import PREFIX, contradict

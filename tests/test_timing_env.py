@@ -165,7 +165,7 @@ def test_reward_is_success_minus_cost_penalty(tiny_task_file: Path) -> None:
 def test_infra_failure_gives_zero_and_a_flag(
     tiny_task_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("ac_env.env.grade", lambda *args: GradeResult.infra("no sandbox"))
+    monkeypatch.setattr("ac_env.env.grade", lambda *args, **kwargs: GradeResult.infra("no sandbox"))
     env = make(tiny_task_file)
     env.reset(seed=0)
     done = False

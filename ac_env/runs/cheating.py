@@ -7,7 +7,7 @@ again, ...). ``cheating_rate`` runs a policy on some of them and counts those pa
 during training (every K steps on N held-out tasks) to see a policy start to cheat.
 
     from ac_env.agents.reference import ReferenceAgent
-    from ac_env.cheating import cheating_rate, probe_task_ids
+    from ac_env.runs.cheating import cheating_rate, probe_task_ids
 
     ids = probe_task_ids("real", 8)
     print(cheating_rate(ReferenceAgent, ids, task_source="real").rate)  # 0.0
