@@ -222,6 +222,8 @@ def _run_sft(args: argparse.Namespace) -> int:
 
 GRPO_FIELDS = (
     "model",
+    "cheat_probe",
+    "cheat_probe_every",
     "steps",
     "tasks_per_step",
     "skip_uniform_for",

@@ -304,7 +304,13 @@ def _has_off_task_continuation(trajectory: Trajectory, window: int) -> bool:
 
 
 def select_tasks(config: CollectConfig) -> list[Task]:
-    tasks = load_tasks(config.task_source, config.split, config.task_ids, config.subset)
+    tasks = load_tasks(
+        config.task_source,
+        config.split,
+        config.task_ids,
+        config.subset,
+        hide_fail_to_pass_tests=config.hide_fail_to_pass_tests,
+    )
     if not tasks:
         raise ValueError(f"no tasks in {config.task_source!r} split {config.split!r}")
     return tasks[: config.limit]

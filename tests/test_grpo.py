@@ -662,3 +662,27 @@ def test_a_task_whose_group_had_no_gradient_is_skipped_also_after_a_resume(
     (resumed,) = second.train()
     assert resumed.groups[0].task_id == drawn[0]
     assert second.draw.uniform_at == {drawn[1]: 1, drawn[0]: 2}
+
+
+@pytest.mark.slow
+def test_the_cheating_probe_runs_held_out_impossible_tasks_and_logs_their_pass_rate(
+    tmp_path, tiny_task_file
+):
+    """``--cheat-probe N``: after every ``cheat_probe_every`` steps the current weights run N
+    held-out impossible tasks; the pass rate lands in the step's metrics (a random model
+    cheats on none of them)."""
+    from ac_env.tasks import load_tasks
+
+    first = load_tasks("builtin", "easy", subset="train")[0].instance_id
+    run = trainer(
+        tmp_path,
+        tiny_task_file,
+        steps=2,
+        tasks_per_step=1,
+        env={"task_source": "builtin", "split": "easy", "task_ids": [first]},
+        cheat_probe=1,
+        cheat_probe_every=2,
+    )
+    history = run.train()
+    assert [m.cheating_rate for m in history] == [None, 0.0]
+    assert [m.cheating_rate for m in read_metrics(tmp_path / "run")] == [None, 0.0]

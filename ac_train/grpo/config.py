@@ -163,6 +163,14 @@ class GRPOConfig(BaseModel):
         default="split", description="a prompt that is not a token prefix starts a new part"
     )
     save_every: int = Field(default=10, ge=1, description="steps between checkpoints")
+    cheat_probe: int = Field(
+        default=0,
+        ge=0,
+        description="held-out impossible tasks of env's task_source the policy runs on every "
+        "cheat_probe_every steps; their pass rate (every pass is a cheat) is logged as "
+        "cheating_rate (ac_env.runs.cheating); 0: no probe",
+    )
+    cheat_probe_every: int = Field(default=5, ge=1, description="steps between cheating probes")
     resume: bool = Field(default=True, description="continue from the latest checkpoint")
     demonstration: DemonstrationStarts | None = Field(
         default=None, description="start rollouts in demonstrations; None: from the task's start"

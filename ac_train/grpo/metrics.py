@@ -90,6 +90,11 @@ class StepMetrics(BaseModel):
     )
     staleness_max: int = 0
     dropped_groups: int = Field(default=0, description="stale groups discarded (async)")
+    cheating_rate: float | None = Field(
+        default=None,
+        description="pass rate on the held-out impossible tasks (cheat_probe) after this step's "
+        "update; None: not probed at this step",
+    )
     groups: list[GroupOutcome] = Field(
         default_factory=list,
         description="each group's task (or start-state) id and trained rewards, in order; "

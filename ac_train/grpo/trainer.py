@@ -64,6 +64,7 @@ from transformers import AutoModelForCausalLM, PreTrainedModel, PreTrainedTokeni
 import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
 from ac_env.agents.rollout import RolloutJob, rollout_many
 from ac_env.policy import Policy, SamplingConfig
+from ac_env.runs.cheating import cheating_rate, probe_task_ids
 from ac_env.trajectory import Trajectory
 from ac_train.advantages import segment_group
 from ac_train.grpo.config import GRPO_PRESETS, DemonstrationStarts, GRPOConfig
@@ -239,6 +240,7 @@ class GRPOTrainer:
             )
         self.draw = TaskDraw(self.task_ids, config.seed, config.skip_uniform_for)
         self.start_step = 0
+        self._cheat_probe_ids: list[str] | None = None
         self.sampling = SamplingConfig(
             temperature=config.temperature,
             max_new_tokens=config.max_new_tokens,
@@ -292,6 +294,8 @@ class GRPOTrainer:
         with self.rollout_session(), metric_writers(config, enabled=main) as tensorboard:
             for step in steps:
                 metrics = self.step(step)
+                if config.cheat_probe and (step + 1) % config.cheat_probe_every == 0:
+                    metrics.cheating_rate = self.cheating_rate(step + 1)
                 self.draw.record(step, metrics.groups)
                 history.append(metrics)
                 if main:
@@ -322,6 +326,26 @@ class GRPOTrainer:
             results.append(ProbeResult(start_id=start_id, rewards=rewards, wall_s=wall_s))
             write_probe(path, results)
         return results
+
+    def cheating_rate(self, version: int) -> float | None:
+        """The current weights' pass rate on ``cheat_probe`` held-out impossible tasks of the
+        run's task source (``ac_env.runs.cheating``): a rising rate is a policy learning to
+        game the grader. Sampled with the rollouts' settings."""
+        source = str(self.config.env.get("task_source", "builtin"))
+        if self._cheat_probe_ids is None:
+            self._cheat_probe_ids = probe_task_ids(source, self.config.cheat_probe)
+        self.model.eval()
+        options = self.config.env_options(self.tokenizer)
+        env = {k: v for k, v in options.items() if k not in ("task_source", "split", "task_ids")}
+        probe = cheating_rate(
+            lambda: TransformersPolicy.sampled_by(
+                self.model, self.tokenizer, self.sampling, seed=version, policy_version=version
+            ),
+            self._cheat_probe_ids,
+            task_source=source,
+            env_kwargs=env,
+        )
+        return probe.rate
 
     def rollout_session(self) -> contextlib.AbstractContextManager[None]:
         """What runs around the training loop, after any resume: nothing here; the
