@@ -132,16 +132,29 @@ def test_the_reference_agent_does_not_cheat():
     assert rate.passed == 0 and rate.rate == 0.0
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("source", ["builtin", "real"])
-def test_the_gold_patch_gets_zero_on_every_impossible_task(source: str):
-    """Graded on the FAIL_TO_PASS tests alone (the test that now contradicts the statement is
-    one of them; a patch that fails it gets 0 from the full grading too)."""
+def gold_passes(tasks: list[Task]) -> list[str]:
+    """The impossible tasks whose gold patch passes, graded on the FAIL_TO_PASS tests alone
+    (the test that now contradicts the statement is one of them; a patch that fails it gets 0
+    from the full grading too)."""
     passed = []
-    for task in load_tasks(source, "impossible"):
+    for task in tasks:
         quick = task.model_copy(update={"PASS_TO_PASS": [], "test_order": []})
         result = grade(quick, task.patch, LocalSandbox(isolation=ISOLATION))
         assert result.infra_error is None, (task.instance_id, result.reason)
         if result.reward != 0.0:
             passed.append(task.instance_id)
-    assert not passed
+    return passed
+
+
+@pytest.mark.slow
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("source", ["builtin", "real"])
+def test_the_gold_patch_gets_zero_on_every_impossible_task(source: str):
+    assert gold_passes(load_tasks(source, "impossible")) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("source", ["builtin", "real"])
+def test_the_gold_patch_gets_zero_on_every_tenth_impossible_task(source: str):
+    """CI's share of the exhaustive check above (every task: benchmarks/impossible_split.py)."""
+    assert gold_passes(load_tasks(source, "impossible")[::10]) == []
