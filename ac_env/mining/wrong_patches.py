@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import os
 import re
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ac_env.host_git import HostGitError, git_text
 from ac_env.tasks.model import Task
 from ac_env.tasks.synthetic.mutations import Mutation, apply_mutations, find_mutations
 from ac_env.tasks.synthetic.project import unified_diff
@@ -119,17 +118,12 @@ def _apply(patch: str, files: dict[str, str]) -> dict[str, str]:
         for path, text in files.items():
             (tree / path).parent.mkdir(parents=True, exist_ok=True)
             (tree / path).write_text(text)
-        env = {**os.environ, "GIT_CEILING_DIRECTORIES": scratch}
-        result = subprocess.run(
-            ["git", "apply", "--whitespace=nowarn", "-"],
-            cwd=tree,
-            input=patch,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        if result.returncode != 0:
-            raise ValueError(f"patch does not apply: {result.stderr.strip()}")
+        try:
+            git_text(
+                ["apply", "--whitespace=nowarn", "-"], cwd=tree, stdin=patch, ceiling=Path(scratch)
+            )
+        except HostGitError as error:
+            raise ValueError(f"patch does not apply: {error}") from None
         return {path: (tree / path).read_text() for path in files}
 
 

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import os
 import re
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from ac_env.host_git import git_text
 from ac_env.paths import safe_child
 from ac_env.tasks.git_repo import cache_root, write_repo
 from ac_env.tasks.model import Task
@@ -78,15 +77,8 @@ def graded_source(task: Task, path: str, snapshot: Path) -> tuple[str, str]:
         tree = Path(scratch) / "tree"
         (tree / path).parent.mkdir(parents=True)
         (tree / path).write_text(committed)
-        env = {**os.environ, "GIT_CEILING_DIRECTORIES": scratch}
-        subprocess.run(
-            ["git", "apply", "--whitespace=nowarn", "-"],
-            cwd=tree,
-            input=section,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
+        git_text(
+            ["apply", "--whitespace=nowarn", "-"], cwd=tree, stdin=section, ceiling=Path(scratch)
         )
         return committed, (tree / path).read_text()
 
@@ -118,7 +110,4 @@ def _no_git(directory: str, names: list[str]) -> set[str]:
 
 
 def _head(repo: Path) -> str:
-    result = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True
-    )
-    return result.stdout.strip()
+    return git_text(["rev-parse", "HEAD"], cwd=repo).strip()
