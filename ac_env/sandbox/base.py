@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self, runtime_checkable
@@ -66,16 +67,16 @@ class Sandbox(Protocol):
     def close(self) -> None: ...
 
 
-class SandboxLifecycle:
+class SandboxLifecycle(ABC):
     """What every backend's lifecycle shares: ``reset`` as ``close`` then ``start``, and use as
-    a context manager that closes on exit. A backend subclasses it and defines the rest of
-    ``Sandbox``."""
+    a context manager that closes on exit. A backend subclasses it, defines ``start`` and
+    ``close``, and the rest of ``Sandbox``."""
 
-    def start(self, task: Task) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def start(self, task: Task) -> None: ...
 
-    def close(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def close(self) -> None: ...
 
     def reset(self, task: Task) -> None:
         self.close()
