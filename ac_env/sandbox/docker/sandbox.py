@@ -39,7 +39,7 @@ from typing import Any
 
 from ac_env.sandbox.archive_check import check_archive
 from ac_env.sandbox.base import ExecResult, SandboxError, SandboxLifecycle, WorkspaceError
-from ac_env.sandbox.commands import command_rejection
+from ac_env.sandbox.commands import command_env, command_rejection
 from ac_env.sandbox.docker.archive import directory_tar, file_tar, reowned_tar, single_file
 from ac_env.sandbox.docker.exec_stream import STDERR, STDOUT, stream_exec
 from ac_env.sandbox.docker.scripts import (
@@ -215,7 +215,7 @@ class DockerSandbox(SandboxLifecycle):
             state.container.client.api,
             state.container.id,
             ["bash", "-c", COMMAND, "bash", command],
-            env=_command_env(),
+            env=command_env("/tmp"),
             workdir=state.workdir,
             timeout_s=timeout_s,
             sink=sink,
@@ -456,7 +456,7 @@ class DockerSandbox(SandboxLifecycle):
             state.container.client.api,
             state.container.id,
             ["bash", "-c", script, "bash", *(args or [])],
-            env={**_command_env(), "WORKDIR": state.workdir, "BASE_GIT": BASE_GIT, **env},
+            env={**command_env("/tmp"), "WORKDIR": state.workdir, "BASE_GIT": BASE_GIT, **env},
             workdir="/",
             timeout_s=timeout_s,
             sink=sink,
@@ -529,26 +529,6 @@ def _least_free_bytes(report: bytes) -> int:
         if len(fields := line.split()) == 2 and all(f.isdigit() for f in fields)
     ]
     return min(free, default=1 << 62)
-
-
-def _command_env() -> dict[str, str]:
-    identity = {"NAME": "AutoCompact Agent", "EMAIL": "agent@autocompact.invalid"}
-    return {
-        "HOME": "/tmp",
-        "TMPDIR": "/tmp",
-        "LANG": "C.UTF-8",
-        "TERM": "dumb",
-        "PAGER": "cat",
-        "GIT_PAGER": "cat",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONUNBUFFERED": "1",
-        **{
-            f"GIT_{role}_{key}": value
-            for role in ("AUTHOR", "COMMITTER")
-            for key, value in identity.items()
-        },
-    }
 
 
 def _checked_workdir(task: Task) -> str:

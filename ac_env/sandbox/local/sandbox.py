@@ -47,7 +47,7 @@ from typing import Literal
 from ac_env.host_git import SYSTEM_PATH, HostGitError, run_git
 from ac_env.sandbox.archive_check import PARTS, check_archive
 from ac_env.sandbox.base import ExecResult, SandboxError, SandboxLifecycle, WorkspaceError
-from ac_env.sandbox.commands import command_rejection
+from ac_env.sandbox.commands import command_env, command_rejection
 from ac_env.sandbox.host_files import UnsafeFileError, read_regular, write_regular
 from ac_env.sandbox.local.bwrap import SYSTEM_DIRS, Bind, bwrap_argv, prepare_etc
 from ac_env.sandbox.process import RunAs, run_bounded
@@ -402,24 +402,7 @@ class LocalSandbox(SandboxLifecycle):
         ]
 
     def _env(self, tmp: str, python_bin: str) -> dict[str, str]:
-        identity = {"NAME": "AutoCompact Agent", "EMAIL": "agent@autocompact.invalid"}
-        return {
-            "PATH": f"{python_bin}:{SYSTEM_PATH}",
-            "HOME": tmp,
-            "TMPDIR": tmp,
-            "LANG": "C.UTF-8",
-            "TERM": "dumb",
-            "PAGER": "cat",
-            "GIT_PAGER": "cat",
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "PYTHONUNBUFFERED": "1",
-            **{
-                f"GIT_{role}_{key}": value
-                for role in ("AUTHOR", "COMMITTER")
-                for key, value in identity.items()
-            },
-        }
+        return {"PATH": f"{python_bin}:{SYSTEM_PATH}", **command_env(tmp)}
 
     # -- files -------------------------------------------------------------------------------
 
