@@ -14,6 +14,7 @@ from sandbox_task import diff_after, git
 from swebench_verdict import swebench_resolved
 
 from ac_env.grading import GradeResult, grade
+from ac_env.grading.capability_gate import GateMode
 from ac_env.sandbox.local import LocalSandbox
 from ac_env.tasks.model import Task
 
@@ -117,10 +118,14 @@ def task(tmp_path_factory: pytest.TempPathFactory) -> Task:
     )
 
 
-def run_case(task: Task, ops: str) -> GradeResult:
+def run_case(task: Task, ops: str, gate: GateMode = "off") -> GradeResult:
+    """Grade with the static capability gate off by default: parity is about reading pytest's
+    logs, and the gate refuses some cases (an unparseable file) before pytest ever runs."""
     assert task.snapshot_dir is not None
     patch = diff_after(task.snapshot_dir, {"calc/ops.py": ops}) if ops != OPS else ""
-    return grade(task, patch, LocalSandbox(isolation=ISOLATION), timeout_s=4.0)
+    return grade(
+        task, patch, LocalSandbox(isolation=ISOLATION), timeout_s=4.0, capability_gate=gate
+    )
 
 
 @pytest.mark.slow
@@ -132,3 +137,16 @@ def test_our_verdict_equals_swebench(task: Task, case: str, tmp_path: Path):
     assert result.reward == reward, result.reason
     assert shown in result.log + result.reason
     assert result.resolved is swebench_resolved(task, result, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["resolved", "collection_error"])
+def test_the_gate_never_changes_the_verdict(task: Task, case: str):
+    """With the gate on, a case swebench resolves is still resolved, and one it fails still
+    fails (the unparseable file is refused before pytest runs, with a reason that says so)."""
+    ops, reward, _ = CASES[case]
+    result = run_case(task, ops, gate="relative")
+    assert result.infra_error is None, result.reason
+    assert result.reward == reward, result.reason
+    if case == "collection_error":
+        assert result.rejected and "unparseable" in result.reason
