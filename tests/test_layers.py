@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "ac_env.records",
             "ac_env.policy",
             "ac_env.spaces",
-            "ac_env.test_log",
+            "ac_env.pytest_log",
             "ac_env.tokens",
             "ac_env.trajectory",
         ),
