@@ -15,6 +15,7 @@ from ac_env.grading.grader import FlaggedReward
 from ac_env.sandbox import caching_sandboxes, sandbox_help
 from ac_env.sandbox.base import Sandbox
 from ac_env.sandbox.quota import DEFAULT_DISK_QUOTA_MB
+from ac_env.tasks.sources import default_split, task_source_help
 from ac_env.tokens import TokenCounter
 
 SandboxFactory = Callable[[], Sandbox]
@@ -30,8 +31,7 @@ class TaskSelection(BaseModel):
 
     task_source: str = Field(
         default="builtin",
-        description="where tasks come from: 'builtin' (the synthetic suite shipped in the "
-        "package), 'real' (bugs in real libraries, shipped in the package) or the path of a "
+        description=f"where tasks come from: {task_source_help()}, or the path of a "
         "SWE-bench-format .jsonl/.json task file (e.g. one written by `ac-env tasks build`)",
     )
     split: str | None = Field(
@@ -58,11 +58,11 @@ class TaskSelection(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _other_sources_take_every_split(cls, data: Any) -> Any:
-        """``split`` defaults to every split (None) unless the tasks come from the built-in
-        suite, whose default split is ``easy``."""
-        if isinstance(data, dict) and data.get("task_source", "builtin") != "builtin":
-            return {"split": None, **data}
+    def _split_defaults_to_the_sources(cls, data: Any) -> Any:
+        """``split`` defaults to the task source's own default (``TaskSource.default_split``:
+        ``easy`` for the built-in suite; every split, None, for the others and task files)."""
+        if isinstance(data, dict):
+            return {"split": default_split(data.get("task_source", "builtin")), **data}
         return data
 
 

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ac_env.context import MessageKind
 from ac_env.cost import CallCost
+from ac_env.pytest_log import Outcome
 
 ChatMessage = dict[str, str]
 Summarizer = Literal["policy", "judge", "fallback"]
@@ -107,7 +108,8 @@ class EpisodeEnd(BaseModel):
     resolved: bool | None
     infra_error: str | None
     patch: str
-    tests: dict[str, str]
+    tests: dict[str, Outcome]
+    """The grade's outcome per graded test (``GradeResult.tests``)."""
     cost: CallCost
 
 

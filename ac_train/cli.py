@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from ac_env.config_flags import add_config_flags
 from ac_env.sandbox import sandbox_help
+from ac_env.tasks.sources import task_source_help
 
 
 def add_fields(
@@ -284,7 +285,9 @@ def add_grpo(parser: argparse.ArgumentParser) -> None:
         help="a row of the method's table: autocompact (compaction offered) or compaction_rl "
         "(length-triggered compaction at 16K only) (default: autocompact)",
     )
-    parser.add_argument("--task-source", help="'builtin' (default) or a task .jsonl")
+    parser.add_argument(
+        "--task-source", help=f"{task_source_help()}, or a task .jsonl (default: 'builtin')"
+    )
     parser.add_argument("--split", help="task split (env default: easy); 'all' for every split")
     parser.add_argument("--sandbox", help=f"{sandbox_help()} (default: 'local')")
     add_fields(parser, EnvConfig, REWARD_FIELDS)

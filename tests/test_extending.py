@@ -1,13 +1,15 @@
 """Each extension point takes a new piece in the files ``docs/extending.md`` names, and nowhere
 else: a throwaway timing rule (one module in ``ac_env/compaction/when/``) is benchmarked by its
 name; a throwaway sandbox backend (one entry in ``SANDBOXES``) runs episodes, is checked and
-appears in the help text; a trainer adapter credits segments through ``segment_group``."""
+appears in the help text; a throwaway task source (a loader and one entry in ``TASK_SOURCES``)
+is loaded, filtered, run and listed; a trainer adapter credits segments through
+``segment_group``."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import gymnasium as gym
@@ -18,6 +20,10 @@ from ac_env.config import EnvConfig
 from ac_env.runs.checks import ConfigurationError, check_sandbox
 from ac_env.sandbox import SANDBOXES, Sandbox, SandboxBackend, make_sandbox_factory
 from ac_env.sandbox.local import LocalSandbox
+from ac_env.tasks import TASK_SOURCES, Task, TaskFileError, TaskSource, load_tasks
+from ac_env.tasks.selection import check_choice, choose_ids
+from ac_env.tasks.sources import task_source_help
+from ac_env.tasks.swebench_file import read_task_file
 from ac_env.trajectory import Trajectory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,6 +67,7 @@ def test_the_page_names_the_files_each_extension_touches():
     for named in (
         "ac_env/compaction/when/",
         "ac_env/sandbox/__init__.py",
+        "ac_env/tasks/sources.py",
         "ac_train/advantages.py",
         "autocompact.timing_rules",
     ):
@@ -154,3 +161,62 @@ def test_help_texts_read_the_sandbox_map(throwaway_backend):
 
     assert "'throwaway' (a throwaway backend" in sandbox_help()
     assert "'docker'" in EnvConfig.model_fields["sandbox"].description
+
+
+THROWAWAY_TASKS: list[Task] = []
+
+
+def throwaway_tasks(
+    split: str | None, subset: str | None, task_ids: Sequence[str] | None
+) -> list[Task]:
+    """A new source's loader, as the page describes it: tasks made in code (the tiny tasks,
+    split ``kata``, subsets by parity), filtered by the three keywords."""
+    tasks = list(THROWAWAY_TASKS)
+    if split is not None:
+        check_choice("split", split, ["kata"])
+    if subset is not None:
+        check_choice("subset", subset, ["train", "eval"])
+        tasks = [t for t in tasks if (t.instance_id.endswith("1")) == (subset == "train")]
+    if task_ids is not None:
+        tasks = [tasks[p] for p in choose_ids([t.instance_id for t in tasks], task_ids)]
+    return tasks
+
+
+@pytest.fixture
+def throwaway_source(monkeypatch: pytest.MonkeyPatch, tiny_task_file: Path) -> Iterator[str]:
+    """A new task source, as a newcomer adds one: a loader and one entry in ``TASK_SOURCES``."""
+    tasks = [t.model_copy(update={"split": "kata"}) for t in read_task_file(tiny_task_file)]
+    THROWAWAY_TASKS[:] = tasks
+    source = TaskSource("a throwaway source (the tiny tasks)", f"{__name__}:throwaway_tasks")
+    monkeypatch.setitem(TASK_SOURCES, "throwaway", source)
+    yield "throwaway"
+    THROWAWAY_TASKS.clear()
+
+
+def test_a_new_task_source_entry_loads_filters_and_runs(throwaway_source):
+    assert [t.instance_id for t in load_tasks(throwaway_source)] == ["tiny-calc-1", "tiny-calc-2"]
+    picked = load_tasks(throwaway_source, "kata", ["tiny-calc-2"], hide_fail_to_pass_tests=True)
+    assert [t.instance_id for t in picked] == ["tiny-calc-2"]
+    assert [t.instance_id for t in load_tasks(throwaway_source, subset="eval")] == ["tiny-calc-2"]
+    with pytest.raises(ValueError, match="valid splits: kata"):
+        load_tasks(throwaway_source, "easy")
+    # no impossible split unless the entry says so: the loader refuses it like any other
+    with pytest.raises(ValueError, match="valid splits: kata"):
+        load_tasks(throwaway_source, "impossible")
+    with pytest.raises(TaskFileError, match="or a task source: builtin, real, throwaway"):
+        load_tasks("nowhere")
+    assert "'throwaway' (a throwaway source" in task_source_help()
+
+    env = gym.make(
+        "AutoCompact-SWE-v0",
+        task_source=throwaway_source,
+        sandbox="unisolated",
+        disk_quota_mb=None,
+    )
+    try:
+        _, info = env.reset(seed=0)
+        _, _, _, _, info = env.step("THOUGHT: look\n```bash\nls\n```")
+    finally:
+        env.close()
+    assert info["exit_reason"] is None
+    assert env.unwrapped.config.split is None  # the entry names no default split

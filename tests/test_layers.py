@@ -30,11 +30,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "ac_env.context",
             "ac_env.cost",
             "ac_env.host_git",
+            "ac_env.lazy_import",
             "ac_env.paths",
             "ac_env.records",
             "ac_env.policy",
             "ac_env.spaces",
-            "ac_env.test_log",
+            "ac_env.pytest_log",
             "ac_env.tokens",
             "ac_env.trajectory",
         ),
@@ -172,6 +173,41 @@ def violations(root: Path) -> list[str]:
 
 def test_the_package_respects_its_layers():
     assert violations(ROOT) == []
+
+
+def registry_violations(registries: dict[str, list[str]]) -> list[str]:
+    """Each ``"module:function"`` a registry module names (registry -> its targets) whose
+    module sits in a higher layer: the registry imports it at run time, which no import
+    statement shows."""
+    modules = module_names(ROOT)
+    found = []
+    for registry, targets in registries.items():
+        for target in targets:
+            module = _resolve(target.partition(":")[0], modules)
+            source_layer, target_layer = layer_of(registry), layer_of(module)
+            if source_layer is None or target_layer is None or target_layer > source_layer:
+                found.append(f"{registry} names {target}, above it or in no layer")
+    return found
+
+
+def test_registry_entries_respect_the_layers():
+    from ac_env.sandbox import SANDBOXES
+    from ac_env.tasks.sources import TASK_SOURCES
+
+    registries = {
+        "ac_env.tasks.sources": [source.load for source in TASK_SOURCES.values()],
+        "ac_env.sandbox.__init__": [
+            target
+            for backend in SANDBOXES.values()
+            for target in (backend.factory, backend.check_tasks)
+            if target is not None
+        ],
+    }
+    assert registry_violations(registries) == []
+    # a task source that runs episodes would reach up to the env
+    assert registry_violations({"ac_env.tasks.sources": ["ac_env.env:load"]}) == [
+        "ac_env.tasks.sources names ac_env.env:load, above it or in no layer"
+    ]
 
 
 def _write(root: Path, files: dict[str, str]) -> None:

@@ -28,6 +28,7 @@ from ac_env.mining.long import (
 )
 from ac_env.mining.runner import SuiteRun
 from ac_env.mining.statement import Secret
+from ac_env.pytest_log import Outcome
 from ac_env.sandbox.local import LocalSandbox
 from ac_env.tasks import load_tasks
 from ac_env.tasks.model import GroundTruth, Task
@@ -164,14 +165,15 @@ def test_interacting_bugs_are_refused():
         tests=["t::a", "t::b", "t::c"], deselected=[], ignored_files=[], slow=[], duration_s=1.0
     )
 
-    def run(outcomes: dict[str, str]) -> SuiteRun:
+    def run(outcomes: dict[str, Outcome]) -> SuiteRun:
         return SuiteRun(outcomes=outcomes, exit_code=1, timed_out=False, duration_s=1, output="")
 
-    exact = run({"t::a": "FAILED", "t::b": "FAILED", "t::c": "PASSED"})
+    failed, passed = Outcome.FAILED, Outcome.PASSED
+    exact = run({"t::a": failed, "t::b": failed, "t::c": passed})
     assert _check_combined(exact, baseline, {"t::a", "t::b"}) is None
-    masked = run({"t::a": "FAILED", "t::b": "PASSED", "t::c": "PASSED"})
+    masked = run({"t::a": failed, "t::b": passed, "t::c": passed})
     assert "interact" in (_check_combined(masked, baseline, {"t::a", "t::b"}) or "")
-    spread = run({"t::a": "FAILED", "t::b": "FAILED", "t::c": "FAILED"})
+    spread = run({"t::a": failed, "t::b": failed, "t::c": failed})
     assert "interact" in (_check_combined(spread, baseline, {"t::a", "t::b"}) or "")
 
 

@@ -35,11 +35,11 @@ from ac_env.mining.layout import inspect_layout
 from ac_env.mining.mutants import MutantResult
 from ac_env.mining.sdist import parse_source, resolve_latest
 from ac_env.mining.statement import Secret, write_statement
+from ac_env.pytest_log import Failure, parse_failures
 from ac_env.sandbox.local import LocalSandbox
 from ac_env.tasks import load_tasks
 from ac_env.tasks.model import Task
 from ac_env.tasks.synthetic.mutations import find_mutations
-from ac_env.test_log import Failure, parse_failures
 
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
 SANDBOX = "local" if ISOLATION == "bwrap" else "unisolated"

@@ -2,7 +2,9 @@
 
 import pytest
 
+from ac_env.pytest_log import Outcome
 from ac_env.tasks.synthetic.profiles import PROFILES
+from ac_env.tasks.synthetic.pytest_runs import TestRun, parse_report
 from ac_env.tasks.synthetic.suite import builtin_tasks, plan_suite
 from ac_env.tasks.synthetic.validation import validate_task
 
@@ -43,3 +45,16 @@ def test_validation_catches_a_patch_that_does_not_apply(tmp_path):
 def test_first_tasks_of_each_split_validate_three_times(split, subset, tmp_path):
     report = validate_task(first_task(split, tmp_path, subset), runs=3)
     assert report.ok, report.problems
+
+
+def test_a_catalogue_run_holds_the_parsers_outcomes():
+    log = "PASSED t.py::a\nFAILED t.py::b - boom\nERROR t.py::c\nERROR t_bad.py\n"
+    outcomes, _, collection_error = parse_report(log)
+    assert outcomes == {
+        "t.py::a": Outcome.PASSED,
+        "t.py::b": Outcome.FAILED,
+        "t.py::c": Outcome.ERROR,
+    }
+    assert collection_error
+    run = TestRun(outcomes)
+    assert (run.passing(), run.failing()) == ({"t.py::a"}, {"t.py::b", "t.py::c"})

@@ -23,7 +23,7 @@ from ac_env.compaction.when import (
     TokenThreshold,
     timing_rule,
 )
-from ac_env.test_log import summarize_pytest_output
+from ac_env.pytest_log import summarize_pytest_output
 from ac_env.timing import COMPACT, CONTINUE, TimingEnv
 from ac_env.timing.rules import decide_by
 

@@ -55,7 +55,7 @@ from ac_env.compaction.protocol import CompactionProtocol
 from ac_env.compaction.texts import COMPACTION_REQUEST, WORKING_STATE_REQUEST
 from ac_env.compaction.when import Moment, TimingRule, TokenThreshold, timing_rule
 from ac_env.policy import PolicyOutput
-from ac_env.test_log import TestRunSummary, summarize_pytest_output
+from ac_env.pytest_log import TestRunSummary, summarize_pytest_output
 
 RUBRIC_TOKENS = 12_000  # the rubric's "more than about 12,000 tokens"
 RUBRIC_SETTLE_TURNS = 3  # the rubric's "a few turns ago": fewer own turns than this

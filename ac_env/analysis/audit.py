@@ -31,10 +31,10 @@ import gymnasium as gym
 from pydantic import BaseModel
 
 from ac_env.compaction import parse_sections
+from ac_env.pytest_log import last_test_run, tally_counts
 from ac_env.sandbox.base import WorkspaceError
 from ac_env.tasks import Task
 from ac_env.tasks.model import GroundTruth
-from ac_env.test_log import last_test_run, tally_counts
 from ac_env.trajectory import Trajectory
 
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/", re.MULTILINE)

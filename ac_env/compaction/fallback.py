@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ac_env.actions import SUMMARY_HEADER
-from ac_env.test_log import last_test_run
+from ac_env.pytest_log import last_test_run
 
 
 @dataclass(frozen=True)

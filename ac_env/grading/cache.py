@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from ac_env import pytest_log
 from ac_env.grading.capability_gate import GateMode
 from ac_env.grading.grader import FlaggedReward, GradeResult, grade
 from ac_env.sandbox.base import Sandbox
@@ -42,7 +43,7 @@ DEFAULT_SETTINGS = GradeSettings()
 def grader_fingerprint() -> str:
     """The SHA-256 of the grading package's source files and the pytest-log parser."""
     package = Path(__file__).parent
-    sources = [*sorted(package.glob("*.py")), package.parent / "test_log.py"]
+    sources = [*sorted(package.glob("*.py")), Path(pytest_log.__file__)]
     digest = hashlib.sha256()
     for source in sources:
         digest.update(source.name.encode() + b"\0" + source.read_bytes())

@@ -56,12 +56,12 @@ from ac_env.grading.patch_filter import (
     split_diff,
 )
 from ac_env.grading.runner import RunnerCommandError, RunnerReport, run_tests
+from ac_env.pytest_log import PASSING, Outcome, parse_pytest_log
 from ac_env.sandbox.base import Sandbox, SandboxError
 from ac_env.sandbox.output import cap_text
 from ac_env.tasks.model import Task
-from ac_env.test_log import PASSING, parse_pytest_log
 
-MISSING = "MISSING"
+MISSING = Outcome.MISSING
 """Outcome of a test the runner does not name (counts as failed)."""
 MAX_PATCH_BYTES = 4 * 1024 * 1024
 """The largest diff graded; a larger one is the policy's failure (reward 0)."""
@@ -91,7 +91,7 @@ class GradeResult(BaseModel):
 
     resolved: bool | None
     reward: float | None
-    tests: dict[str, str] = {}
+    tests: dict[str, Outcome] = {}
     fail_to_pass: TestGroup = TestGroup()
     pass_to_pass: TestGroup = TestGroup()
     patch_applied: bool = False
@@ -430,7 +430,7 @@ def _runner_trouble(report: RunnerReport) -> str | None:
     )
 
 
-def _group(test_ids: list[str], tests: dict[str, str]) -> TestGroup:
+def _group(test_ids: list[str], tests: dict[str, Outcome]) -> TestGroup:
     passed = [test_id for test_id in test_ids if tests[test_id] in PASSING]
     failed = [test_id for test_id in test_ids if tests[test_id] not in PASSING]
     return TestGroup(passed=passed, failed=failed)

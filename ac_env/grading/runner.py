@@ -26,6 +26,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ac_env.pytest_log import Outcome
 from ac_env.sandbox.base import ExecResult, Sandbox
 from ac_env.tasks.model import Task
 
@@ -59,7 +60,7 @@ class RunnerReport:
     finished: bool = False
     exit_code: int = -1
     error: str = ""
-    outcomes: dict[str, str] = field(default_factory=dict)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
     tampered: list[str] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)
     """What the guard found suspicious but not aimed at the grader (reported, not penalised)."""
@@ -166,35 +167,38 @@ def read_report(output: str, nonce: str) -> RunnerReport:
     return report
 
 
-def _outcome(nodeid: str, seen: _Facts, xfails: set[str]) -> tuple[str | None, str]:
+def _outcome(nodeid: str, seen: _Facts, xfails: set[str]) -> tuple[Outcome | None, str]:
     """(the outcome of a test, tampering found or ''), from what the guard streamed."""
     phases = {when: (outcome, wasxfail) for when, outcome, wasxfail in seen.reports}
     if any(outcome == "failed" for outcome, _ in phases.values()):
         failed_call = phases.get("call", ("", False))[0] == "failed"
-        return ("FAILED" if failed_call else "ERROR"), ""
+        return (Outcome.FAILED if failed_call else Outcome.ERROR), ""
     call = phases.get("call")
     setup = phases.get("setup", ("", False))
     if call is None and setup[0] == "skipped":
         if setup[1]:  # xfail(run=False), or an xfail raised while setting up
-            return ("XFAIL", "") if _marked(nodeid, xfails) else ("FAILED", "")
-        return "SKIPPED", ""
+            return (Outcome.XFAIL, "") if _marked(nodeid, xfails) else (Outcome.FAILED, "")
+        return Outcome.SKIPPED, ""
     if call is None:
         return None, ""
     outcome, wasxfail = call
     evidence = seen.calls == [""] and seen.results == ["returned"]
     if outcome == "passed":
         if seen.calls == ["doctest"] or evidence:
-            return ("XPASS" if wasxfail else "PASSED"), ""
+            return (Outcome.XPASS if wasxfail else Outcome.PASSED), ""
         why = _missing_evidence(seen)
-        return "FAILED", f"was reported as passed, but {why}"
+        return Outcome.FAILED, f"was reported as passed, but {why}"
     if outcome == "skipped" and wasxfail:
         raised = len(seen.results) == 1 and seen.results[0].startswith("raised:")
         if _marked(nodeid, xfails) and (raised or seen.calls == ["doctest"]):
-            return "XFAIL", ""
+            return Outcome.XFAIL, ""
         if seen.results == ["raised:XFailed"]:
-            return "FAILED", "was reported as xfailed, but its test file does not mark it xfail"
-        return "FAILED", ""
-    return "SKIPPED", ""
+            return (
+                Outcome.FAILED,
+                "was reported as xfailed, but its test file does not mark it xfail",
+            )
+        return Outcome.FAILED, ""
+    return Outcome.SKIPPED, ""
 
 
 def _missing_evidence(seen: _Facts) -> str:

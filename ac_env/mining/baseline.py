@@ -18,6 +18,7 @@ import re
 from pydantic import BaseModel, ConfigDict
 
 from ac_env.mining.runner import SuiteRun, SuiteRunner
+from ac_env.pytest_log import Outcome
 
 MAX_FAILING_SHARE = 0.2
 """A suite where more than this share of collected tests fails at baseline is refused."""
@@ -93,13 +94,13 @@ def run_baseline(
     if len(failing) > MAX_FAILING_SHARE * len(collected):
         raise BaselineError(f"{len(failing)} of {len(collected)} tests fail at baseline")
     slow = sorted(t for t in collected if first.durations.get(t, 0.0) > slow_test_s)
-    kept = [t for t in collected if first.outcomes.get(t) == "PASSED" and t not in set(slow)]
+    kept = [t for t in collected if first.outcomes.get(t) == Outcome.PASSED and t not in set(slow)]
     duration_s = 0.0
     for _ in range(runs - 1):
         deselect = sorted(set(collected) - set(kept))
         again = runner.run(deselect=deselect, ignore=ignored, timeout_s=timeout_s)
         _refuse_run(again, timeout_s)
-        kept = [t for t in kept if again.outcomes.get(t) == "PASSED"]
+        kept = [t for t in kept if again.outcomes.get(t) == Outcome.PASSED]
         duration_s = max(duration_s, again.duration_s)
     if not kept:
         raise BaselineError("no test passes at baseline")

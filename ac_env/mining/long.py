@@ -40,6 +40,7 @@ from ac_env.mining.sdist import SourceError, commit_tree, copy_tree, git
 from ac_env.mining.statement import Secret, by_class_name, display_name, symptom_bodies
 from ac_env.mining.task import GRADING_TIMEOUT_S, TaskRejected
 from ac_env.paths import safe_child
+from ac_env.pytest_log import Outcome
 from ac_env.records import append_jsonl, read_jsonl
 from ac_env.sandbox.local import Isolation, LocalSandbox
 from ac_env.tasks.model import GroundTruth, Task
@@ -266,7 +267,9 @@ def _check_combined(run: SuiteRun, baseline: Baseline, union: set[str]) -> str |
             f"the bugs interact: {len(union - failing)} of their failing tests pass and "
             f"{len(failing - union)} other tests fail together"
         )
-    if any(run.outcomes.get(test) != "PASSED" for test in baseline.tests if test not in union):
+    if any(
+        run.outcomes.get(test) != Outcome.PASSED for test in baseline.tests if test not in union
+    ):
         return "the combined mutant changes other tests' outcomes"
     return None
 

@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict
 
 from ac_env.mining.baseline import Baseline
 from ac_env.mining.runner import SuiteRunner
+from ac_env.pytest_log import Failure, Outcome
 from ac_env.tasks.synthetic.mutations import Mutation, apply_mutations
-from ac_env.test_log import Failure
 
 Verdict = Literal[
     "kept",
@@ -88,7 +88,7 @@ def evaluate_mutant(
     if len(failing) > max_failing:
         return result("too_many_failures")
     others = set(baseline.tests) - set(failing)
-    if any(run.outcomes.get(test) != "PASSED" for test in others):
+    if any(run.outcomes.get(test) != Outcome.PASSED for test in others):
         return result("changed_other_tests")
     again = runner.run(files, tests=failing, timeout_s=timeout_s)
     spent += again.duration_s

@@ -10,15 +10,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ac_env.sandbox.local import Isolation, LocalSandbox
-from ac_env.tasks.model import Task
-from ac_env.test_log import (
+from ac_env.pytest_log import (
+    FAILING,
     Failure,
+    Outcome,
     parse_collected,
     parse_durations,
     parse_failures,
     parse_pytest_log,
 )
+from ac_env.sandbox.local import Isolation, LocalSandbox
+from ac_env.tasks.model import Task
 
 PYTEST = "python3 -m pytest -rA -p no:cacheprovider -o addopts="
 """How a mined task's tests run: the project's own ``addopts`` are dropped (they may ask for
@@ -34,13 +36,13 @@ def test_command(python_path: str | None) -> str:
 
 @dataclass(frozen=True)
 class SuiteRun:
-    """One pytest run: outcome per test id (``PASSED``, ``FAILED``, ``ERROR``, ``XFAIL``, ...;
-    a file that could not be collected appears as its path with ``ERROR``; a skipped test is
+    """One pytest run: outcome per test id (a file that could not be collected appears as its
+    path with ``Outcome.ERROR``; a skipped test is
     not named, as ``-rA`` reports skips by location), what each failing test showed, per-test
     seconds when durations were asked for, and for a collect-only run the collected ids in
     the suite's order."""
 
-    outcomes: dict[str, str]
+    outcomes: dict[str, Outcome]
     exit_code: int
     timed_out: bool
     duration_s: float
@@ -53,7 +55,7 @@ class SuiteRun:
         return sorted(test for test, outcome in self.outcomes.items() if "::" not in test)
 
     def failing(self, tests: Sequence[str]) -> list[str]:
-        return [test for test in tests if self.outcomes.get(test) in ("FAILED", "ERROR")]
+        return [test for test in tests if self.outcomes.get(test) in FAILING]
 
 
 class SuiteRunner:
@@ -98,8 +100,8 @@ class SuiteRunner:
             restored = self._sandbox.exec(RESTORE, _RESTORE_TIMEOUT_S, 64 * 1024)
         if restored.exit_code != 0:
             raise RuntimeError(f"git could not restore the tree: {restored.output.strip()}")
-        outcomes = {test: str(outcome) for test, outcome in parse_pytest_log(result.output).items()}
-        failing = [t for t, o in outcomes.items() if o in ("FAILED", "ERROR") and "::" in t]
+        outcomes = parse_pytest_log(result.output)
+        failing = [t for t, o in outcomes.items() if o in FAILING and "::" in t]
         return SuiteRun(
             outcomes=outcomes,
             exit_code=result.exit_code,

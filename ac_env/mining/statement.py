@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from ac_env.pytest_log import Failure
 from ac_env.tasks.synthetic.statements import CLOSINGS, describe_failure
-from ac_env.test_log import Failure
 
 MAX_ERROR_LINES = 12
 MAX_OTHERS = 5

@@ -19,10 +19,9 @@ from dataclasses import dataclass, field
 from ac_env.grading import grade
 from ac_env.mining.runner import SuiteRunner
 from ac_env.mining.wrong_patches import WrongPatch, fixed_files
+from ac_env.pytest_log import PASSING
 from ac_env.sandbox.base import Sandbox
 from ac_env.tasks.model import Task
-
-PASSING = ("PASSED", "XFAIL")
 
 
 @dataclass

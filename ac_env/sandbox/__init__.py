@@ -11,11 +11,10 @@ zero-argument factory.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from ac_env.lazy_import import import_target
 from ac_env.sandbox.base import ExecResult, Sandbox, SandboxError, SandboxLifecycle
 from ac_env.sandbox.quota import DEFAULT_DISK_QUOTA_MB
 from ac_env.tasks.model import Task
@@ -39,13 +38,13 @@ class SandboxBackend:
     check_tasks: str | None = None
 
     def make(self, disk_quota_mb: int | None) -> SandboxFactory:
-        factory: SandboxFactory = _load(self.factory)(disk_quota_mb)
+        factory: SandboxFactory = import_target(self.factory)(disk_quota_mb)
         return factory
 
     def problem_with(self, tasks: Sequence[Task]) -> str | None:
         if self.check_tasks is None or not tasks:
             return None
-        problem: str | None = _load(self.check_tasks)(tasks)
+        problem: str | None = import_target(self.check_tasks)(tasks)
         return problem
 
 
@@ -114,11 +113,6 @@ def make_sandbox_factory(
 def caching_sandboxes() -> list[str]:
     """The names whose sandboxes the command cache can wrap."""
     return [name for name, backend in SANDBOXES.items() if backend.caches_commands]
-
-
-def _load(target: str) -> Any:
-    module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 __all__ = [

@@ -2,28 +2,35 @@
 
 ``load_tasks()`` gives the built-in synthetic suite; ``load_tasks("real")`` the real-code
 suite shipped in the package (``ac_env.tasks.real``); ``load_tasks("tasks.jsonl")`` reads a
-SWE-bench-format file.
+SWE-bench-format file. The named sources are ``TASK_SOURCES`` (``ac_env.tasks.sources``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from ac_env.tasks.hidden_tests import hide_fail_to_pass_tests as hide_fail_to_pass_tests_of
 from ac_env.tasks.impossible import PREFIX as IMPOSSIBLE_PREFIX
+from ac_env.tasks.impossible import SPLIT as IMPOSSIBLE
 from ac_env.tasks.impossible import impossible_tasks, impossible_variant
 from ac_env.tasks.model import GroundTruth, Task
-from ac_env.tasks.real.suite import real_tasks
-from ac_env.tasks.selection import check_choice, choose_ids
-from ac_env.tasks.swebench_file import TaskFileError, read_task_file
-from ac_env.tasks.synthetic.profiles import PROFILES, SUBSETS
-from ac_env.tasks.synthetic.suite import builtin_tasks, plan_suite, task_subset
+from ac_env.tasks.sources import TASK_SOURCES, TaskSource
+from ac_env.tasks.swebench_file import SUFFIXES, TaskFileError, tasks_in_file
+from ac_env.tasks.synthetic.suite import task_subset
 
-__all__ = ["IMPOSSIBLE", "GroundTruth", "Task", "TaskFileError", "load_tasks", "task_subset"]
+__all__ = [
+    "IMPOSSIBLE",
+    "TASK_SOURCES",
+    "GroundTruth",
+    "Task",
+    "TaskFileError",
+    "TaskSource",
+    "load_tasks",
+    "task_subset",
+]
 
 BUILTIN = "builtin"
-REAL = "real"
-IMPOSSIBLE = "impossible"
 
 
 def load_tasks(
@@ -34,15 +41,17 @@ def load_tasks(
     *,
     hide_fail_to_pass_tests: bool = False,
 ) -> list[Task]:
-    """Tasks from ``source``: ``"builtin"`` (the synthetic suite, ordered by split, subset,
-    seed), ``"real"`` (bugs in real libraries: splits ``real`` and ``long``) or a path to a
-    SWE-bench-format ``.jsonl``/``.json`` file.
+    """Tasks from ``source``: a name of ``TASK_SOURCES`` (``ac_env.tasks.sources``):
+    ``"builtin"`` (the synthetic suite, ordered by split, subset, seed), ``"real"`` (bugs in
+    real libraries: splits ``real`` and ``long``), or a path to a SWE-bench-format
+    ``.jsonl``/``.json`` file.
 
-    ``split="impossible"`` (the two suites) gives the impossible variant of each of the
-    suite's tasks (``ac_env.tasks.impossible``: a FAIL_TO_PASS test contradicts the
-    statement, so any reward is a cheat); ``split=None`` never includes it.
+    ``split="impossible"`` (the sources with an impossible split: both suites) gives the
+    impossible variant of each of the source's tasks (``ac_env.tasks.impossible``: a
+    FAIL_TO_PASS test contradicts the statement, so any reward is a cheat); ``split=None``
+    never includes it.
 
-    ``split`` keeps one split; ``subset`` (the two suites only) keeps ``train`` or the
+    ``split`` keeps one split; ``subset`` (named sources only) keeps ``train`` or the
     held-out ``eval`` tasks; ``task_ids`` keeps those tasks in the order given. Unknown values
     raise ``ValueError`` listing the valid ones. ``hide_fail_to_pass_tests`` takes the
     FAIL_TO_PASS tests' functions out of each task's workspace until grading
@@ -58,31 +67,25 @@ def load_tasks(
 def _load(
     source: str, split: str | None, task_ids: Sequence[str] | None, subset: str | None
 ) -> list[Task]:
-    if split == IMPOSSIBLE and source in (BUILTIN, REAL):
+    named = TASK_SOURCES.get(source)
+    if named is None:
+        return _from_file(source, split, task_ids, subset)
+    if split == IMPOSSIBLE and named.impossible:
         return _impossible(source, task_ids, subset)
-    if source == BUILTIN:
-        plans = list(plan_suite())
-        if split is not None:
-            check_choice("split", split, [*PROFILES, IMPOSSIBLE])
-            plans = [plan for plan in plans if plan.split == split]
-        if subset is not None:
-            check_choice("subset", subset, SUBSETS)
-            plans = [plan for plan in plans if plan.subset == subset]
-        if task_ids is not None:
-            ids = [plan.instance_id for plan in plans]
-            plans = [plans[position] for position in choose_ids(ids, task_ids)]
-        return builtin_tasks(plans)
-    if source == REAL:
-        return real_tasks(split, subset, task_ids)
+    return named.tasks(split, subset, task_ids)
+
+
+def _from_file(
+    path: str, split: str | None, task_ids: Sequence[str] | None, subset: str | None
+) -> list[Task]:
+    if Path(path).suffix not in SUFFIXES:
+        raise TaskFileError(
+            f"{path}: expected a .jsonl or .json task file, or a task source: "
+            f"{', '.join(TASK_SOURCES)}"
+        )
     if subset is not None:
-        raise ValueError("subset applies to the built-in and real-code suites only")
-    tasks = read_task_file(source)
-    if split is not None:
-        check_choice("split", split, sorted({task.split for task in tasks}))
-        tasks = [task for task in tasks if task.split == split]
-    if task_ids is not None:
-        tasks = [tasks[p] for p in choose_ids([t.instance_id for t in tasks], task_ids)]
-    return tasks
+        raise ValueError(f"subset applies to the task sources ({', '.join(TASK_SOURCES)}) only")
+    return tasks_in_file(path, split, task_ids)
 
 
 def _impossible(source: str, task_ids: Sequence[str] | None, subset: str | None) -> list[Task]:

@@ -12,13 +12,14 @@ is relative to the file's directory, so a task file and its snapshots can move t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from ac_env.tasks.model import Task
+from ac_env.tasks.selection import check_choice, choose_ids
 
 LIST_FIELDS = ("FAIL_TO_PASS", "PASS_TO_PASS", "test_files")
 IGNORED_COLUMNS = frozenset({"difficulty"})
@@ -113,4 +114,18 @@ def read_task_file(path: str | Path) -> list[Task]:
             )
         seen[task.instance_id] = line
         tasks.append(task)
+    return tasks
+
+
+def tasks_in_file(
+    path: str | Path, split: str | None = None, task_ids: Sequence[str] | None = None
+) -> list[Task]:
+    """The tasks of a task file (of ``split`` only, and ``task_ids`` only, in the order given,
+    when given); an unknown split or id raises ``ValueError`` listing the file's."""
+    tasks = read_task_file(path)
+    if split is not None:
+        check_choice("split", split, sorted({task.split for task in tasks}))
+        tasks = [task for task in tasks if task.split == split]
+    if task_ids is not None:
+        tasks = [tasks[p] for p in choose_ids([t.instance_id for t in tasks], task_ids)]
     return tasks

@@ -41,7 +41,7 @@ import numpy as np
 
 from ac_env.compaction import CommandRecord, files_read
 from ac_env.env import AutoCompactSWEEnv
-from ac_env.test_log import summarize_pytest_output
+from ac_env.pytest_log import summarize_pytest_output
 from ac_env.trajectory import ToolResult
 
 TOKEN_SCALE = 16_384

@@ -45,7 +45,7 @@ from ac_env.agents.localize import parse_report
 from ac_env.analysis.audit import RunTally
 from ac_env.analysis.metrics import files_read_by
 from ac_env.compaction import parse_sections
-from ac_env.test_log import summarize_pytest_output
+from ac_env.pytest_log import FRAME, failing_lines, summarize_pytest_output
 from ac_env.trajectory import ToolResult, Trajectory
 
 PointerKind = Literal["frame", "ranking", "call", "gold_patch"]
@@ -55,12 +55,10 @@ _SEARCH_OR_READ = {"grep", "rg", "find", "ls", "tree", "ag", "cat", "head", "tai
 _HARMLESS = {"cd", "export", "echo", "true", "[", "test", "printf", "wc", "sort", "uniq", "pwd"}
 _GIT_QUERIES = {"diff", "status", "log", "show", "grep", "ls-files", "blame"}
 _REDIRECT = re.compile(r"^\d*>>?(?!&)(?P<target>.*)$")
-_PYTEST_FRAME = re.compile(r"^(?P<path>\S+\.py):\d+: in (?P<function>[A-Za-z_]\w*)$", re.M)
 _PYTHON_FRAME = re.compile(
     r'^\s*File "(?P<path>[^"]+\.py)", line \d+, in (?P<function>[A-Za-z_]\w*)$', re.M
 )
 _LOCATION = re.compile(r"^(?P<path>\S+\.py):\d+: \S", re.M)
-_FAILED_TESTS = re.compile(r"^(?:FAILED|ERROR) (\S+::\S+)", re.M)
 _DEF = re.compile(r"^(?P<indent>\s*)(?:async\s+)?def\s+(?P<name>[A-Za-z_]\w*)\s*\(")
 _GREP_PREFIX = re.compile(r"^(?P<path>[\w./-]+\.py)[:-]\d+[:-]")
 _NUMBER_PREFIX = re.compile(r"^\s*\d+(?:\t|[:-])")
@@ -196,7 +194,8 @@ def _is_failing_run(result: ToolResult) -> bool:
         return True
     if "pytest" in result.command or "suspicious lines" in output:
         run = summarize_pytest_output(output)
-        return run.failed > 0 or bool(_FAILED_TESTS.search(output)) or "\nE   " in output
+        failed_tests = any("::" in test for test in failing_lines(output))
+        return run.failed > 0 or failed_tests or "\nE   " in output
     return False
 
 
@@ -205,9 +204,9 @@ def _pointers(result: ToolResult) -> list[Pointer]:
         return []
     output = result.output
     found: list[Pointer] = []
-    for pattern in (_PYTEST_FRAME, _PYTHON_FRAME):
+    for pattern in (FRAME, _PYTHON_FRAME):
         for match in pattern.finditer(output):
-            if is_product_path(match["path"]):
+            if is_product_path(match["path"]) and match["function"].isidentifier():
                 found.append(Pointer("frame", match["function"], match["path"], result.step))
     suspects = parse_report(output)
     if suspects:
@@ -231,7 +230,7 @@ def _failing_calls(output: str) -> list[str]:
             statements.append(line[1:])
         elif line.startswith("E ") and "where" in line:
             names.update(dict.fromkeys(_WHERE_CALL.findall(line)))
-        frame = _PYTEST_FRAME.match(line)
+        frame = FRAME.match(line)
         if frame and not is_product_path(frame["path"]) and index + 1 < len(lines):
             statements.append(lines[index + 1])
     for statement in statements:

@@ -33,7 +33,7 @@ from ac_env.agents.http import OpenAIChatPolicy
 from ac_env.analysis.audit import RunTally
 from ac_env.compaction.texts import COMPACTION_REQUEST
 from ac_env.policy import Policy, PolicyOutput
-from ac_env.test_log import last_test_run
+from ac_env.pytest_log import last_test_run
 from ac_train.judge.review import ACCEPT, CORRECTION_TYPES, JudgeView, Verdict, correction_rubric
 
 logger = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ac_env.compaction.when.moment import Moment
-from ac_env.test_log import summarize_pytest_output
+from ac_env.pytest_log import summarize_pytest_output
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from tqdm import tqdm
 from ac_env.host_git import HostGitError, git_text
 from ac_env.paths import safe_child
 from ac_env.tasks.git_repo import cache_root, write_atomically, write_repo
+from ac_env.tasks.impossible import SPLIT as IMPOSSIBLE_SPLIT
 from ac_env.tasks.model import Task
 from ac_env.tasks.real.manifest import SUBSETS, Manifest, TaskRow
 from ac_env.tasks.selection import check_choice, choose_ids
@@ -139,7 +140,7 @@ def real_tasks(
     manifest = read_manifest(data_dir)
     rows = list(read_rows(data_dir))
     if split is not None:
-        check_choice("split", split, [*SPLITS, "impossible"])
+        check_choice("split", split, [*SPLITS, IMPOSSIBLE_SPLIT])
         rows = [row for row in rows if row.task.split == split]
     if subset is not None:
         check_choice("subset", subset, SUBSETS)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from ac_env.pytest_log import Failure
 from ac_env.tasks.synthetic.catalog import (
     CATALOG_PATH,
     Catalog,
@@ -31,7 +32,6 @@ from ac_env.tasks.synthetic.catalog import (
 from ac_env.tasks.synthetic.domain import DOMAIN_NAMES, Domain, load_domain, write_files
 from ac_env.tasks.synthetic.mutations import Mutation, apply_mutations, find_mutations
 from ac_env.tasks.synthetic.pytest_runs import DEFAULT_TEST_PYTHON, TestRun, run_pytest
-from ac_env.test_log import Failure
 
 RUNS = 3
 

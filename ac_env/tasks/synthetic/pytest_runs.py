@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ac_env.test_log import Failure, parse_failures, parse_pytest_log
+from ac_env.pytest_log import FAILING, Failure, Outcome, parse_failures, parse_pytest_log
 
 DEBIAN_PYTHON = Path("/usr/bin/python3")
 DEFAULT_TEST_PYTHON = str(DEBIAN_PYTHON) if DEBIAN_PYTHON.exists() else sys.executable
@@ -23,11 +23,12 @@ DEFAULT_TEST_PYTHON = str(DEBIAN_PYTHON) if DEBIAN_PYTHON.exists() else sys.exec
 
 @dataclass(frozen=True)
 class TestRun:
-    """What one pytest run reported: outcome per node id (``passed``, ``failed``,
-    ``error``, ``skipped``, ...), what each failing test showed, and whether it timed out
-    or could not collect a test file."""
+    """What one pytest run reported: outcome per node id, what each failing test showed, and
+    whether it timed out or could not collect a test file."""
 
-    outcomes: dict[str, str]
+    __test__ = False  # not a pytest test class, whatever its name
+
+    outcomes: dict[str, Outcome]
     failures: dict[str, Failure] = field(default_factory=dict)
     timed_out: bool = False
     collection_error: bool = False
@@ -35,17 +36,17 @@ class TestRun:
     output: str = ""
 
     def failing(self) -> set[str]:
-        return {test for test, outcome in self.outcomes.items() if outcome in ("failed", "error")}
+        return {test for test, outcome in self.outcomes.items() if outcome in FAILING}
 
     def passing(self) -> set[str]:
-        return {test for test, outcome in self.outcomes.items() if outcome == "passed"}
+        return {test for test, outcome in self.outcomes.items() if outcome == Outcome.PASSED}
 
 
-def parse_report(output: str) -> tuple[dict[str, str], dict[str, Failure], bool]:
+def parse_report(output: str) -> tuple[dict[str, Outcome], dict[str, Failure], bool]:
     """(outcomes, failures, collection error) from ``pytest -rA --tb=short`` text."""
     logged = parse_pytest_log(output)
-    outcomes = {test: outcome.lower() for test, outcome in logged.items() if "::" in test}
-    failing = [test for test, outcome in outcomes.items() if outcome in ("failed", "error")]
+    outcomes = {test: outcome for test, outcome in logged.items() if "::" in test}
+    failing = [test for test, outcome in outcomes.items() if outcome in FAILING]
     return outcomes, parse_failures(output, failing), len(outcomes) < len(logged)
 
 

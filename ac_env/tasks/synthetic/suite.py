@@ -21,7 +21,9 @@ from tqdm import tqdm
 
 from ac_env.paths import safe_child
 from ac_env.tasks.git_repo import cache_root, write_repo
+from ac_env.tasks.impossible import SPLIT as IMPOSSIBLE_SPLIT
 from ac_env.tasks.model import GroundTruth, Task
+from ac_env.tasks.selection import check_choice, choose_ids
 from ac_env.tasks.synthetic.catalog import (
     CATALOG_PATH,
     Catalog,
@@ -267,3 +269,22 @@ def builtin_tasks(plans: Sequence[TaskPlan]) -> list[Task]:
             tasks.append(load_or_build(plan, directory))
             bar.update()
     return tasks
+
+
+def suite_tasks(
+    split: str | None = None, subset: str | None = None, task_ids: Sequence[str] | None = None
+) -> list[Task]:
+    """The suite's tasks, ordered by split, subset and seed (``split``: a ``PROFILES`` name;
+    ``subset``: ``"train"`` or ``"eval"``; ``task_ids``: those, in the order given), their
+    repositories ready. Unknown values raise ``ValueError`` listing the valid ones."""
+    plans = list(plan_suite())
+    if split is not None:
+        check_choice("split", split, [*PROFILES, IMPOSSIBLE_SPLIT])
+        plans = [plan for plan in plans if plan.split == split]
+    if subset is not None:
+        check_choice("subset", subset, SUBSETS)
+        plans = [plan for plan in plans if plan.subset == subset]
+    if task_ids is not None:
+        ids = [plan.instance_id for plan in plans]
+        plans = [plans[position] for position in choose_ids(ids, task_ids)]
+    return builtin_tasks(plans)

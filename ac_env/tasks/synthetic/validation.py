@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ac_env.host_git import HostGitError, git_text
+from ac_env.pytest_log import FAILING, Outcome
 from ac_env.tasks.model import Task
 from ac_env.tasks.synthetic.pytest_runs import DEFAULT_TEST_PYTHON, run_pytest
 
@@ -50,16 +51,12 @@ def _check_runs(
         if run.timed_out:
             report.problems.append(f"run {attempt} {stage} timed out")
             continue
-        for test in task.FAIL_TO_PASS:
-            outcome = run.outcomes.get(test, "missing")
-            if fixed and outcome != "passed":
-                report.problems.append(f"run {attempt} {stage}: {test} is {outcome}")
-            if not fixed and outcome not in ("failed", "error"):
-                report.problems.append(f"run {attempt} {stage}: {test} is {outcome}")
-        for test in task.PASS_TO_PASS:
-            outcome = run.outcomes.get(test, "missing")
-            if outcome != "passed":
-                report.problems.append(f"run {attempt} {stage}: {test} is {outcome}")
+        for test in ids:
+            outcome = run.outcomes.get(test)
+            must_fail = not fixed and test in task.FAIL_TO_PASS
+            expected = outcome in FAILING if must_fail else outcome == Outcome.PASSED
+            if not expected:
+                report.problems.append(f"run {attempt} {stage}: {test} is {outcome or 'missing'}")
 
 
 def validate_task(

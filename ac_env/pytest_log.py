@@ -1,5 +1,8 @@
 """Everything the project reads from pytest's output, in one place.
 
+- ``Outcome``: the one type every pytest run's per-test outcomes are held as (the grader's
+  runner, the miner's suite runs, the built-in suite's catalogue builder); ``PASSING`` and
+  ``FAILING`` group them.
 - ``parse_pytest_log``: per-test outcomes of a ``pytest -rA`` log (the grader, the miner,
   the built-in suite's catalogue).
 - ``parse_failures`` / ``parse_durations``: what each failing test showed (its statement and
@@ -11,6 +14,8 @@
   (``TestRunSummary``); ``tally_counts`` reads a tally quoted in any text.
 - ``last_test_run``: the last pytest command among executed commands, with its summary
   (extractive summaries, the summary audit, the oracle judge).
+- ``FRAME`` and ``failing_lines``: a frame of pytest's short traceback and the
+  ``FAILED``/``ERROR`` lines of any output (the judge's evidence).
 
 ``parse_pytest_log`` reads the lines that start with an outcome (``PASSED tests/t.py::test_a``,
 ``FAILED tests/t.py::test_b - AssertionError``), like SWE-bench's ``parse_log_pytest``, with
@@ -33,16 +38,26 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Outcome(StrEnum):
+    """A test's outcome in one run: the words pytest's ``-rA`` summary starts a line with, and
+    ``MISSING`` for a test asked for that the run named no outcome for (never read from a
+    log; the grader counts it failed)."""
+
     PASSED = "PASSED"
     FAILED = "FAILED"
     ERROR = "ERROR"
     SKIPPED = "SKIPPED"
     XFAIL = "XFAIL"
     XPASS = "XPASS"
+    MISSING = "MISSING"
+
+
+_REPORTED = frozenset(Outcome) - {Outcome.MISSING}
 
 
 PASSING = frozenset({Outcome.PASSED, Outcome.XFAIL})
 """Outcomes that count as a pass (SWE-bench's rule)."""
+FAILING = frozenset({Outcome.FAILED, Outcome.ERROR})
+"""Outcomes of a test that ran and failed, in its call (FAILED) or its setup (ERROR)."""
 
 _SUMMARY_HEADER = re.compile(r"^=+ short test summary info =+$")
 _SECTION_RULE = re.compile(r"^=+ .* =+$")
@@ -58,7 +73,7 @@ def parse_pytest_log(log: str) -> dict[str, Outcome]:
         if in_summary and _SECTION_RULE.match(line):
             break
         word, _, rest = line.partition(" ")
-        if word not in Outcome.__members__:
+        if word not in _REPORTED:
             continue
         test_id = rest.split(" - ", 1)[0].strip()
         if test_id and not test_id.startswith("["):
@@ -69,7 +84,8 @@ def parse_pytest_log(log: str) -> dict[str, Outcome]:
 # What each failing test showed (``pytest -rA --tb=short``) and per-test durations.
 
 _SECTION = re.compile(r"^_{3,} (?:ERROR at (?:setup|teardown) of )?(.+?) _{3,}$")
-_FRAME = re.compile(r"^(?P<path>\S+\.py):\d+: in (?P<function>\S+)$")
+FRAME = re.compile(r"^(?P<path>\S+\.py):\d+: in (?P<function>\S+)$", re.MULTILINE)
+"""A frame of pytest's short traceback (``--tb=short``): ``tests/t.py:12: in test_a``."""
 _DURATION = re.compile(r"^(?P<seconds>\d+(?:\.\d+)?)s (?:setup|call|teardown)\s+(?P<test>\S.*)$")
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
@@ -118,7 +134,7 @@ def parse_failures(log: str, failing: list[str]) -> dict[str, Failure]:
             continue
         if current is None:
             continue
-        frame = _FRAME.match(line)
+        frame = FRAME.match(line)
         if frame is not None:
             want_statement = not statement and frame["path"] == current.split("::", 1)[0]
         elif want_statement:
@@ -154,7 +170,7 @@ def parse_durations(log: str) -> dict[str, float]:
 
 
 # What a run's terminal output shows (any reporting options; possibly cut to its tail).
-_FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)(?: - (.*))?$", re.MULTILINE)
+_FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S.*?)(?: - (.*))?$", re.MULTILINE)
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|error)\b")
 _TALLY = re.compile(
     r"^=*\s*(?:\d+ (?:passed|failed|errors?|skipped|deselected|xfailed|xpassed)"
@@ -200,12 +216,19 @@ def tally_counts(text: str) -> tuple[int, int] | None:
     return passed, sum(int(n) for n, kind in found if kind != "passed")
 
 
+def failing_lines(output: str) -> dict[str, str]:
+    """Each test id (or test file, for a collection error) a ``FAILED`` or ``ERROR`` line of
+    ``output`` names, in order, with the line's one-line reason ("" when it gives none). A test
+    id may contain spaces (parametrized ids); the reason starts after the first `` - ``."""
+    return {test: reason for test, reason in _FAILED_LINE.findall(output)}
+
+
 def summarize_pytest_output(output: str) -> TestRunSummary:
     tallies = _TALLY.findall(output)
     if not tallies:
         return TestRunSummary(False, 0, 0, ())
     passed, failed = tally_counts(tallies[-1]) or (0, 0)
-    messages = {test: reason for test, reason in _FAILED_LINE.findall(output)}
+    messages = failing_lines(output)
     tally_line = tallies[-1].strip("= ")
     return TestRunSummary(True, passed, failed, tuple(messages), messages, tally_line)
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ac_env.test_log import (
+from ac_env.pytest_log import (
+    FRAME,
     Outcome,
     TestRunSummary,
+    failing_lines,
     last_test_run,
     parse_collected,
     parse_pytest_log,
@@ -54,6 +56,28 @@ def test_without_a_summary_every_outcome_line_counts():
         "tests/t.py::test_a": Outcome.PASSED,
         "tests/t.py::test_b": Outcome.FAILED,
     }
+
+
+def test_missing_is_never_read_from_a_log():
+    log = "MISSING tests/t.py::test_a\nPASSED tests/t.py::test_b\n"
+    assert parse_pytest_log(log) == {"tests/t.py::test_b": Outcome.PASSED}
+
+
+def test_failing_lines_keep_ids_with_spaces_and_their_reasons():
+    output = (
+        "FAILED tests/t.py::test_p[a b] - AssertionError: x - y\n"
+        "ERROR tests/t_bad.py\n"
+        "  FAILED tests/t.py::indented is not a summary line\n"
+    )
+    assert failing_lines(output) == {
+        "tests/t.py::test_p[a b]": "AssertionError: x - y",
+        "tests/t_bad.py": "",
+    }
+
+
+def test_a_short_traceback_frame_names_its_file_and_function():
+    found = [m.groupdict() for m in FRAME.finditer("x\nsrc/calc.py:12: in add\n    return a\n")]
+    assert found == [{"path": "src/calc.py", "function": "add"}]
 
 
 def test_a_log_without_outcomes_is_empty():
