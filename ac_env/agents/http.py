@@ -109,7 +109,9 @@ class OpenAIChatPolicy:
     and raises ``PolicyError`` (the policy's outcome). ``logprobs=True`` asks for the sampled
     tokens' log-probs (``output_logprobs``); ``return_token_ids=True`` asks for prompt and
     output token ids (vLLM's ``return_token_ids``, also served by ``ac_train.models.serve``).
-    The usage of the latest call is kept in ``last_usage``.
+    The usage of the latest call is kept in ``last_usage``. ``api_key``: the key itself, in
+    place of the variable ``api_key_env`` names (a per-rollout secret, as verifiers'
+    interception server hands each harness).
     """
 
     def __init__(
@@ -127,6 +129,7 @@ class OpenAIChatPolicy:
         server: ServerDialect | Literal["auto"] | None = None,
         tokenizer: Any = None,
         top_p: float = 1.0,
+        api_key: str | None = None,
     ):
         if not base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
@@ -137,6 +140,7 @@ class OpenAIChatPolicy:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.api_key_env = api_key_env
+        self._api_key = api_key
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.timeout_s = timeout_s
@@ -269,7 +273,9 @@ class OpenAIChatPolicy:
 
     def _post_once(self, body: bytes) -> _Reply:
         """One request. Every outcome is returned, never raised, and carries no credential."""
-        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        key = self._api_key
+        if key is None and self.api_key_env:
+            key = os.environ.get(self.api_key_env)
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if key:
             headers["Authorization"] = f"Bearer {key}"
