@@ -1,0 +1,121 @@
+"""``ac_train.integrations.art_rollout`` with ART 0.5.18's own classes: whole episodes through
+``rollout(model, scenario)`` with an ``art.Model`` whose inference client answers scripted
+actions the way ART's vLLM server does (each sampled token named ``token_id:N`` in the
+log-probs), then every history of the returned ``art.Trajectory`` tokenized by ART's own
+training path (``art.preprocessing.tokenize.tokenize_trajectory_groups``) on SmolLM2's tokenizer
+and compared, token for token and mask for mask, with our segmenter's segments of the env's
+trajectory.
+
+ART's own dependencies (litellm, weave, polars, ...) live in their own environment:
+``bash scripts/extra_env.sh art``. Skipped where ART is absent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from typing import Any
+
+import pytest
+
+if importlib.util.find_spec("art") is None:
+    pytest.skip("ART is not installed: bash scripts/extra_env.sh art", allow_module_level=True)
+
+import art
+from art.preprocessing.tokenize import tokenize_trajectory_groups
+from openai.types.chat import ChatCompletion, ChatCompletionMessage, ChatCompletionTokenLogprob
+from openai.types.chat.chat_completion import Choice, ChoiceLogprobs
+from test_skyrl_adapter import CASES, in_process
+
+from ac_train.integrations.art_rollout import AutoCompactScenario, play
+from ac_train.models.checkpoints import load_tokenizer
+from ac_train.segments import segment_trajectory
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return load_tokenizer()
+
+
+class ScriptedCompletions:
+    """``client.chat.completions`` answering each call with the next scripted action, its
+    tokens named as ART's vLLM server names them."""
+
+    def __init__(self, actions: list[str], tokenizer: Any) -> None:
+        self.actions = list(actions)
+        self.tokenizer = tokenizer
+        self.requests: list[dict[str, Any]] = []
+
+    async def create(self, **request: Any) -> ChatCompletion:
+        self.requests.append(request)
+        text = self.actions.pop(0)
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        ids.append(self.tokenizer.convert_tokens_to_ids("<|im_end|>"))
+        logprobs = [
+            ChatCompletionTokenLogprob(token=f"token_id:{i}", logprob=-0.25, top_logprobs=[])
+            for i in ids
+        ]
+        choice = Choice(
+            index=0,
+            finish_reason="stop",
+            message=ChatCompletionMessage(role="assistant", content=text),
+            logprobs=ChoiceLogprobs(content=logprobs),
+        )
+        return ChatCompletion(
+            id="x", choices=[choice], created=0, model=request["model"], object="chat.completion"
+        )
+
+
+class ScriptedClient:
+    """An OpenAI-compatible client (``client.chat.completions.create``) of scripted actions."""
+
+    def __init__(self, completions: ScriptedCompletions) -> None:
+        self.chat = type("Chat", (), {"completions": completions})()
+
+
+def play_scripted(actions: list[str], tokenizer: Any, env: dict[str, Any], seed: int = 1):
+    completions = ScriptedCompletions(actions, tokenizer)
+    scenario = AutoCompactScenario(env=env, seed=seed)
+    episode = asyncio.run(play(ScriptedClient(completions), "policy", scenario))  # type: ignore[arg-type]
+    return episode, completions
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_history_tokenizes_in_art_as_our_segmenter_cuts_it(case, tokenizer):
+    env_config, script, _summarizer, grade = CASES[case]
+    actions, answers = in_process(1, env_config, script)
+    episode, completions = play_scripted(actions, tokenizer, env_config)
+    trajectory = episode.art_trajectory()
+
+    # every turn was asked in the env's own context
+    assert [r["messages"] for r in completions.requests] == [
+        [dict(m) for m in answer[0]] for answer in answers[: len(actions)]
+    ]
+    assert trajectory.reward == grade
+    assert len(trajectory.additional_histories) == 1 == trajectory.metrics["compactions"]
+
+    segments = segment_trajectory(episode.trajectory, tokenizer)
+    rival = art.Trajectory(messages_and_choices=[], reward=1 - grade)  # a group of two
+    results = list(
+        tokenize_trajectory_groups(
+            tokenizer,
+            [art.TrajectoryGroup([trajectory, rival])],
+            allow_training_without_logprobs=False,
+            scale_rewards=True,
+            shuffle_group_trajectories=False,
+        )
+    )
+    assert len(results) == len(segments) == 2
+    # ART yields the main history (our last segment), then the additional ones (the earlier)
+    for result, segment in zip(results, segments[::-1], strict=True):
+        assert result.token_ids == segment.input_ids
+        assert result.assistant_mask == [int(m) for m in segment.grpo_mask()]
+        assert result.logprobs == [
+            -0.25 if m else pytest.approx(float("nan"), nan_ok=True) for m in segment.grpo_mask()
+        ]
+        assert result.advantage == pytest.approx(1.0 if grade else -1.0, abs=1e-4)
+
+
+def test_a_bad_env_setting_is_refused_naming_the_field():
+    with pytest.raises(ValueError, match="max_steps"):
+        AutoCompactScenario(env={"max_steps": -1})
