@@ -1,9 +1,10 @@
 """``ac_train.integrations.art_rollout`` with ART 0.5.18's own classes: whole episodes through
-``rollout(model, scenario)`` with an ``art.Model`` whose inference client answers scripted
-actions the way ART's vLLM server does (each sampled token named ``token_id:N`` in the
-log-probs), then every history of the returned ``art.Trajectory`` tokenized by ART's own
-training path (``art.preprocessing.tokenize.tokenize_trajectory_groups``) on SmolLM2's tokenizer
-and compared, token for token and mask for mask, with our segmenter's segments of the env's
+``play`` (what ``rollout(model, scenario)`` runs with ``model.openai_client()``) with a client
+that answers scripted actions the way ART's vLLM server does (each sampled token named
+``token_id:N`` in the log-probs: ``PolicyClient``), then every history of the returned
+``art.Trajectory`` tokenized by ART's own training path
+(``art.preprocessing.tokenize.tokenize_trajectory_groups``) on SmolLM2's tokenizer, and
+compared, token for token and mask for mask, with our segmenter's segments of the env's
 trajectory.
 
 ART's own dependencies (litellm, weave, polars, ...) live in their own environment:
@@ -23,11 +24,10 @@ if importlib.util.find_spec("art") is None:
 
 import art
 from art.preprocessing.tokenize import tokenize_trajectory_groups
-from openai.types.chat import ChatCompletion, ChatCompletionMessage, ChatCompletionTokenLogprob
-from openai.types.chat.chat_completion import Choice, ChoiceLogprobs
+from scripted_policy import ScriptedPolicy
 from test_skyrl_adapter import CASES, in_process
 
-from ac_train.integrations.art_rollout import AutoCompactScenario, play
+from ac_train.integrations.art_rollout import AutoCompactScenario, PolicyClient, play
 from ac_train.models.checkpoints import load_tokenizer
 from ac_train.segments import segment_trajectory
 
@@ -37,58 +37,22 @@ def tokenizer():
     return load_tokenizer()
 
 
-class ScriptedCompletions:
-    """``client.chat.completions`` answering each call with the next scripted action, its
-    tokens named as ART's vLLM server names them."""
-
-    def __init__(self, actions: list[str], tokenizer: Any) -> None:
-        self.actions = list(actions)
-        self.tokenizer = tokenizer
-        self.requests: list[dict[str, Any]] = []
-
-    async def create(self, **request: Any) -> ChatCompletion:
-        self.requests.append(request)
-        text = self.actions.pop(0)
-        ids = self.tokenizer.encode(text, add_special_tokens=False)
-        ids.append(self.tokenizer.convert_tokens_to_ids("<|im_end|>"))
-        logprobs = [
-            ChatCompletionTokenLogprob(token=f"token_id:{i}", logprob=-0.25, top_logprobs=[])
-            for i in ids
-        ]
-        choice = Choice(
-            index=0,
-            finish_reason="stop",
-            message=ChatCompletionMessage(role="assistant", content=text),
-            logprobs=ChoiceLogprobs(content=logprobs),
-        )
-        return ChatCompletion(
-            id="x", choices=[choice], created=0, model=request["model"], object="chat.completion"
-        )
-
-
-class ScriptedClient:
-    """An OpenAI-compatible client (``client.chat.completions.create``) of scripted actions."""
-
-    def __init__(self, completions: ScriptedCompletions) -> None:
-        self.chat = type("Chat", (), {"completions": completions})()
-
-
 def play_scripted(actions: list[str], tokenizer: Any, env: dict[str, Any], seed: int = 1):
-    completions = ScriptedCompletions(actions, tokenizer)
+    policy = ScriptedPolicy(actions)
     scenario = AutoCompactScenario(env=env, seed=seed)
-    episode = asyncio.run(play(ScriptedClient(completions), "policy", scenario))  # type: ignore[arg-type]
-    return episode, completions
+    episode = asyncio.run(play(PolicyClient(policy, tokenizer), "policy", scenario))
+    return episode, policy
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_each_history_tokenizes_in_art_as_our_segmenter_cuts_it(case, tokenizer):
     env_config, script, _summarizer, grade = CASES[case]
     actions, answers = in_process(1, env_config, script)
-    episode, completions = play_scripted(actions, tokenizer, env_config)
+    episode, policy = play_scripted(actions, tokenizer, env_config)
     trajectory = episode.art_trajectory()
 
     # every turn was asked in the env's own context
-    assert [r["messages"] for r in completions.requests] == [
+    assert policy.observations == [
         [dict(m) for m in answer[0]] for answer in answers[: len(actions)]
     ]
     assert trajectory.reward == grade
@@ -111,7 +75,7 @@ def test_each_history_tokenizes_in_art_as_our_segmenter_cuts_it(case, tokenizer)
         assert result.token_ids == segment.input_ids
         assert result.assistant_mask == [int(m) for m in segment.grpo_mask()]
         assert result.logprobs == [
-            -0.25 if m else pytest.approx(float("nan"), nan_ok=True) for m in segment.grpo_mask()
+            0.0 if m else pytest.approx(float("nan"), nan_ok=True) for m in segment.grpo_mask()
         ]
         assert result.advantage == pytest.approx(1.0 if grade else -1.0, abs=1e-4)
 

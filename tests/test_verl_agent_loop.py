@@ -1,7 +1,7 @@
 """``ac_train.integrations.verl_agent_loop`` with verl 0.9.1's own classes: the loop is built
 from verl's agent-loop registry by ``hydra.utils.instantiate`` exactly as verl's
 ``AgentLoopWorker`` builds it, samples through verl's ``LLMServerClient.generate`` (its server,
-normally a vLLM/SGLang Ray actor, replaced by one that answers with scripted actions), and its
+normally a vLLM/SGLang Ray actor, replaced by ``PolicyServer`` answering scripted actions), and its
 outputs go through verl's ``AgentLoopOutput.as_dict`` and its multi-output GRPO advantage
 (``compute_advantage_for_multi_trajectories``) under the ``{uid}_{session}_{index}`` keys verl's
 v1 worker gives them. The tokenizer is SmolLM2's.
@@ -25,16 +25,20 @@ import hydra
 import numpy as np
 import torch
 from omegaconf import OmegaConf
+from scripted_policy import ScriptedPolicy
 from test_skyrl_adapter import CASES, SUMMARY, in_process
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap, _agent_loop_registry
 from verl.protocol import DataProto
 from verl.trainer.ppo.core_algos import AdvantageEstimator
 from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 from verl.utils.dataset.rl_dataset import RLHFDataset
-from verl.workers.rollout.llm_server import LLMServerClient
-from verl.workers.rollout.replica import TokenOutput
 
-from ac_train.integrations.verl_agent_loop import AGENT_NAME, AutoCompactAgentLoop
+from ac_train.integrations.verl_agent_loop import (
+    AGENT_NAME,
+    AutoCompactAgentLoop,
+    LocalServerClient,
+    PolicyServer,
+)
 from ac_train.models.checkpoints import load_tokenizer
 from ac_train.segments import ChatRenderer
 
@@ -51,53 +55,13 @@ def tokenizer():
     return load_tokenizer()
 
 
-class _RemoteMethod:
-    """A Ray actor method's ``.remote`` (awaited by ``LLMServerClient.generate``)."""
-
-    def __init__(self, method: Any) -> None:
-        self.remote = method
-
-
-class ScriptedServer:
-    """verl's rollout server interface (``generate(request_id, prompt_ids, sampling_params)``
-    returning a ``TokenOutput``), answering with the next scripted action's token ids."""
-
-    def __init__(self, actions: list[str], tokenizer: Any) -> None:
-        self.actions = list(actions)
-        self.tokenizer = tokenizer
-        self.prompts: list[list[int]] = []
-        self.sampled: list[list[int]] = []
-        self.generate = _RemoteMethod(self._generate)
-
-    async def _generate(self, *, prompt_ids: list[int], **_: Any) -> TokenOutput:
-        self.prompts.append(list(prompt_ids))
-        ids = self.tokenizer.encode(self.actions.pop(0), add_special_tokens=False)
-        ids.append(self.tokenizer.convert_tokens_to_ids("<|im_end|>"))
-        self.sampled.append(ids)
-        return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids), stop_reason="completed")
-
-
-class OneServerClient(LLMServerClient):
-    """verl's client with its load balancer (a Ray actor) replaced by one in-process server."""
-
-    def __init__(self, config: Any, server: ScriptedServer) -> None:
-        super().__init__(config)
-        self.server = server
-
-    async def _acquire_server(self, request_id: str, **extra: Any) -> tuple[str, Any]:
-        return "scripted", self.server
-
-    def _release_server(self, server_id: str, request_id: str | None = None) -> None:
-        return None
-
-
 def episode(actions: list[str], tokenizer: Any, env: dict[str, Any], seed: int = 1):
     config = OmegaConf.create(VERL_CONFIG)
-    server = ScriptedServer(actions, tokenizer)
+    policy = ScriptedPolicy(actions)
     loop = hydra.utils.instantiate(
         config=_agent_loop_registry[AGENT_NAME] | {"env": env},
         trainer_config=DictConfigWrap(config=config),
-        server_manager=OneServerClient(config, server),
+        server_manager=LocalServerClient(config, PolicyServer(policy, tokenizer)),
         tokenizer=tokenizer,
         processor=None,
         hf_model_type=None,
@@ -106,31 +70,31 @@ def episode(actions: list[str], tokenizer: Any, env: dict[str, Any], seed: int =
     )
     assert isinstance(loop, AutoCompactAgentLoop)
     outputs = asyncio.run(loop.run({"temperature": 1.0}, raw_prompt=[], extra_info={"seed": seed}))
-    return outputs, server
+    return outputs, policy
 
 
 def test_one_output_per_segment_each_trained_on_what_the_policy_sampled_in_it(tokenizer):
     env_config, script, _summarizer, grade = CASES["proactive"]
     actions, answers = in_process(1, env_config, script)
-    outputs, server = episode(actions, tokenizer, env_config)
+    outputs, policy = episode(actions, tokenizer, env_config)
 
+    # each turn was sampled in the env's own context (read back from the prompt's token ids)
+    assert policy.observations == [[dict(m) for m in answer[0]] for answer in answers[:-1]]
     renderer = ChatRenderer(tokenizer)
-    assert server.prompts == [renderer.prompt_ids(answer[0]) for answer in answers[:-1]]
+    prompts = [renderer.prompt_ids(answer[0]) for answer in answers[:-1]]
+    end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    sampled = [[*tokenizer.encode(a, add_special_tokens=False), end] for a in actions]
     rewrite = next(i for i, a in enumerate(answers[1:]) if a[4]["prefix_rewritten"])
     assert len(outputs) == 2  # one compaction: two segments
     assert [o.reward_score for o in outputs] == [grade, grade]
-    per_segment = [server.sampled[: rewrite + 1], server.sampled[rewrite + 1 :]]
-    for output, sampled in zip(outputs, per_segment, strict=True):
+    firsts = [0, rewrite + 1]
+    per_segment = [sampled[: rewrite + 1], sampled[rewrite + 1 :]]
+    for output, first, outputs_sampled in zip(outputs, firsts, per_segment, strict=True):
         trained = [t for t, m in zip(output.response_ids, output.response_mask, strict=True) if m]
-        assert trained == [t for ids in sampled for t in ids]
-        assert output.prompt_ids + output.response_ids[: len(sampled[0])] == (
-            server.prompts[server.sampled.index(sampled[0])] + sampled[0]
-        )
-        logprobs = output.response_logprobs
-        assert logprobs is not None
-        assert [lp for lp, m in zip(logprobs, output.response_mask, strict=True) if m] == [
-            -0.25
-        ] * len(trained)
+        assert trained == [t for ids in outputs_sampled for t in ids]
+        assert output.prompt_ids == prompts[first]
+        assert output.response_ids[: len(sampled[first])] == sampled[first]
+        assert output.response_logprobs is None  # the server gave none
     # the second segment opens with the summary the first one wrote, and never trains it
     second = outputs[1]
     assert SUMMARY.split("\n")[0] in tokenizer.decode(second.prompt_ids)

@@ -40,12 +40,13 @@ import art
 import gymnasium as gym
 from art.trajectories import History
 from openai import AsyncOpenAI
-from openai.types.chat.chat_completion import Choice
+from openai.types.chat import ChatCompletion, ChatCompletionMessage, ChatCompletionTokenLogprob
+from openai.types.chat.chat_completion import Choice, ChoiceLogprobs
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
 from ac_env.config import parse_config
-from ac_env.policy import PolicyOutput
+from ac_env.policy import Policy, PolicyOutput
 from ac_env.trajectory import Trajectory
 
 ENV_ID = "AutoCompact-SWE-v0"
@@ -111,7 +112,9 @@ async def rollout(model: art.Model, scenario: AutoCompactScenario) -> art.Trajec
     return episode.art_trajectory()
 
 
-async def play(client: AsyncOpenAI, model_name: str, scenario: AutoCompactScenario) -> Episode:
+async def play(
+    client: AsyncOpenAI | PolicyClient, model_name: str, scenario: AutoCompactScenario
+) -> Episode:
     """One episode, every turn asked of ``client`` (an OpenAI-compatible chat client)."""
     loop = asyncio.get_running_loop()
     env = await loop.run_in_executor(None, lambda: gym.make(ENV_ID, **scenario.env))
@@ -157,6 +160,46 @@ async def play(client: AsyncOpenAI, model_name: str, scenario: AutoCompactScenar
     return Episode(trajectory, earlier, current)
 
 
+class PolicyClient:
+    """An OpenAI-compatible chat client (``client.chat.completions.create``) answered by an
+    AutoCompact ``Policy`` (the reference agent, a scripted one), its tokens named as ART's vLLM
+    server names them (``token_id:N``, closed by the tokenizer's end-of-turn token): ``play``
+    runs without a model server, for a smoke test or a throughput figure."""
+
+    def __init__(self, policy: Policy, tokenizer: Any, end_token: str = "<|im_end|>") -> None:
+        self.chat = _Chat(self)
+        self.policy = policy
+        self.tokenizer = tokenizer
+        self.end_id = int(tokenizer.convert_tokens_to_ids(end_token))
+
+    async def _create(self, *, model: str, messages: list[dict[str, str]], **_: Any) -> Any:
+        text = self.policy.act(messages).text
+        ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.end_id]
+        logprobs = [
+            ChatCompletionTokenLogprob(token=f"token_id:{i}", logprob=0.0, top_logprobs=[])
+            for i in ids
+        ]
+        choice = Choice(
+            index=0,
+            finish_reason="stop",
+            message=ChatCompletionMessage(role="assistant", content=text),
+            logprobs=ChoiceLogprobs(content=logprobs),
+        )
+        return ChatCompletion(
+            id="policy", choices=[choice], created=0, model=model, object="chat.completion"
+        )
+
+
+class _Chat:
+    def __init__(self, client: PolicyClient) -> None:
+        self.completions = _Completions(client)
+
+
+class _Completions:
+    def __init__(self, client: PolicyClient) -> None:
+        self.create = client._create
+
+
 def sampled_token_ids(choice: Choice) -> list[int] | None:
     """The sampled token ids when the server names them as ``token_id:N`` (vLLM's
     ``return_tokens_as_token_ids``, ART's server), else None (the env records the text)."""
@@ -185,4 +228,11 @@ def _common_prefix(held: Sequence[Mapping[str, str]], context: Sequence[Mapping[
     return count
 
 
-__all__ = ["AutoCompactScenario", "Episode", "play", "rollout", "sampled_token_ids"]
+__all__ = [
+    "AutoCompactScenario",
+    "Episode",
+    "PolicyClient",
+    "play",
+    "rollout",
+    "sampled_token_ids",
+]

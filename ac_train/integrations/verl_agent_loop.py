@@ -45,10 +45,12 @@ from verl.experimental.agent_loop.agent_loop import (
     AgentLoopOutput,
     register,
 )
+from verl.workers.rollout.llm_server import LLMServerClient
+from verl.workers.rollout.replica import TokenOutput
 
 import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
 from ac_env.config import parse_config
-from ac_env.policy import PolicyOutput
+from ac_env.policy import Policy, PolicyOutput
 from ac_env.tokens import HFTokenCounter
 from ac_env.trajectory import Trajectory
 from ac_train.segments import ChatRenderer, Segment, segment_trajectory
@@ -144,6 +146,62 @@ class AutoCompactAgentLoop(AgentLoopBase):
         return gym.make(ENV_ID, token_counter=HFTokenCounter(self.tokenizer), **self.env_config)
 
 
+class PolicyServer:
+    """verl's rollout-server interface (``generate(prompt_ids, sampling_params) -> TokenOutput``,
+    reached as a Ray actor's ``generate.remote``) answered by an AutoCompact ``Policy`` (the
+    reference agent, a scripted one): the whole loop runs without a model server, for a smoke
+    test or a throughput figure. The prompt is read back into chat messages from a ChatML
+    template (``<|im_start|>role\ncontent<|im_end|>``, SmolLM2's and Qwen's); the answer is the
+    policy's text, tokenized, with ``<|im_end|>`` closing it."""
+
+    def __init__(self, policy: Policy, tokenizer: Any) -> None:
+        self.policy = policy
+        self.tokenizer = tokenizer
+        self.end_id = int(tokenizer.convert_tokens_to_ids("<|im_end|>"))
+        self.generate = _RemoteMethod(self._generate)
+
+    async def _generate(self, *, prompt_ids: list[int], **_: Any) -> TokenOutput:
+        messages = chatml_messages(self.tokenizer.decode(prompt_ids, skip_special_tokens=False))
+        text = self.policy.act(messages).text
+        ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.end_id]
+        return TokenOutput(token_ids=ids, stop_reason="completed")
+
+
+class _RemoteMethod:
+    def __init__(self, method: Any) -> None:
+        self.remote = method
+
+
+class LocalServerClient(LLMServerClient):
+    """verl's ``LLMServerClient`` with its load balancer (a Ray actor choosing among rollout
+    replicas) replaced by one in-process server, such as ``PolicyServer``."""
+
+    def __init__(self, config: Any, server: Any) -> None:
+        super().__init__(config)
+        self.server = server
+
+    async def _acquire_server(self, request_id: str, **extra: Any) -> tuple[str, Any]:
+        return "local", self.server
+
+    def _release_server(self, server_id: str, request_id: str | None = None) -> None:
+        return None
+
+
+def chatml_messages(text: str) -> list[dict[str, str]]:
+    """The messages of a ChatML prompt (ending with the open assistant turn)."""
+    parts = text.split("<|im_start|>")
+    if parts[0].strip() or len(parts) < 2 or parts[-1].strip() != "assistant":
+        raise ValueError("prompt: not a ChatML chat ending with an open assistant turn")
+    messages = []
+    for part in parts[1:-1]:
+        role, _, rest = part.partition("\n")
+        content, ended, _ = rest.partition("<|im_end|>")
+        if not ended:
+            raise ValueError(f"prompt: a {role!r} message without <|im_end|>")
+        messages.append({"role": role, "content": content})
+    return messages
+
+
 def segment_output(
     segment: Segment, reward: float, num_segments: int, extra_fields: dict[str, Any]
 ) -> AgentLoopOutput:
@@ -164,4 +222,12 @@ def segment_output(
     )
 
 
-__all__ = ["AGENT_NAME", "AutoCompactAgentLoop", "EpisodeChoice", "segment_output"]
+__all__ = [
+    "AGENT_NAME",
+    "AutoCompactAgentLoop",
+    "EpisodeChoice",
+    "LocalServerClient",
+    "PolicyServer",
+    "chatml_messages",
+    "segment_output",
+]
