@@ -6,7 +6,8 @@ advantage.
 
     bash scripts/extra_env.sh art
     .venv-art/bin/python examples/art_rollout.py [--seed 2]
-    .venv-art/bin/python examples/art_rollout.py --base-url http://127.0.0.1:8000/v1 --model NAME
+    .venv-art/bin/python examples/art_rollout.py --base-url http://127.0.0.1:8080/v1 \
+        --model smollm2 --max-tokens 96 --max-steps 6 --forced-compaction-threshold 1500
 
 By default the model-free reference agent (which compacts once the bug is located) answers
 through ``PolicyClient``, an OpenAI-compatible client that names its tokens as ART's vLLM
@@ -20,14 +21,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-
-import art
-from art.preprocessing.tokenize import tokenize_trajectory_groups
+from typing import Any
 
 from ac_env.agents import ReferenceAgent
 from ac_env.policy import PolicyOutput
-from ac_train.integrations.art_rollout import AutoCompactScenario, PolicyClient, play, rollout
-from ac_train.models.checkpoints import load_tokenizer
 
 GIVE_UP = [
     "THOUGHT: look around\n```bash\nls\n```",
@@ -46,10 +43,15 @@ class GivesUp:
         return PolicyOutput(text=self.actions.pop(0))
 
 
-async def episodes(args: argparse.Namespace, tokenizer: object) -> list[art.Trajectory]:
-    scenario = AutoCompactScenario(
-        env={"task_source": "builtin", "split": "easy"}, seed=args.seed, max_tokens=512
-    )
+async def episodes(args: argparse.Namespace, tokenizer: object) -> list[Any]:
+    import art
+
+    from ac_train.integrations.art_rollout import AutoCompactScenario, PolicyClient, play, rollout
+
+    env = {"task_source": "builtin", "split": "easy", "max_steps": args.max_steps}
+    if args.forced_compaction_threshold is not None:
+        env["forced_compaction_threshold"] = args.forced_compaction_threshold
+    scenario = AutoCompactScenario(env=env, seed=args.seed, max_tokens=args.max_tokens)
     if args.base_url:
         model = art.Model(
             name=args.model,
@@ -71,7 +73,16 @@ def main() -> None:
     parser.add_argument("--base-url", default=None, help="an OpenAI-compatible server's /v1 URL")
     parser.add_argument("--model", default="smollm2", help="the served model's name")
     parser.add_argument("--api-key", default="none")
+    parser.add_argument("--max-tokens", type=int, default=512, help="output tokens per turn")
+    parser.add_argument("--max-steps", type=int, default=50, help="env setting")
+    parser.add_argument("--forced-compaction-threshold", type=int, default=None, help="env setting")
     args = parser.parse_args()
+    # ART is imported once the arguments are parsed (it lives in .venv-art)
+    import art
+    from art.preprocessing.tokenize import tokenize_trajectory_groups
+
+    from ac_train.models.checkpoints import load_tokenizer
+
     tokenizer = load_tokenizer()
     group = asyncio.run(episodes(args, tokenizer))
     for index, trajectory in enumerate(group):

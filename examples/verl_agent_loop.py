@@ -17,16 +17,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-import numpy as np
-import torch
-from verl.protocol import DataProto
-from verl.trainer.ppo.core_algos import AdvantageEstimator
-from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
-
 from ac_env.agents import ReferenceAgent
 from ac_env.policy import PolicyOutput
-from ac_train.integrations.verl_agent_loop import EpisodeChoice, local_agent_loop
-from ac_train.models.checkpoints import load_tokenizer
 
 GIVE_UP = [
     "THOUGHT: look around\n```bash\nls\n```",
@@ -49,6 +41,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=2, help="seeds the task draw")
     args = parser.parse_args()
+    # verl is imported once the arguments are parsed (it lives in .venv-verl)
+    import numpy as np
+    import torch
+    from verl.protocol import DataProto
+    from verl.trainer.ppo.core_algos import AdvantageEstimator
+    from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+
+    from ac_train.integrations.verl_agent_loop import EpisodeChoice, local_agent_loop
+    from ac_train.models.checkpoints import load_tokenizer
+
     tokenizer = load_tokenizer()
     env = {"task_source": "builtin", "split": "easy"}
     choice = EpisodeChoice(seed=args.seed)

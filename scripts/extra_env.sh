@@ -19,7 +19,9 @@
 # ray[default]) is not needed for the agent loop and its multi-output GRPO on CPU.
 #
 # art: ART's client side (openpipe-art 0.5.18 with its own dependencies: litellm, weave, polars);
-# torch stays .venv's CPU build. Its training backend (unsloth, vLLM: the [backend] extra) needs a GPU.
+# torch stays .venv's CPU build, and openai stays below 3 (ART 0.5.18's Model.openai_client() hands
+# openai 3 an httpx.Timeout, which its httpx2 refuses). Its training backend (unsloth, vLLM: the
+# [backend] extra) needs a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 name=${1:?usage: extra_env.sh NAME (skyrl-trainer, verl, art)}
@@ -32,7 +34,7 @@ case "$name" in
                   codetiming==1.4.0 pylatexenc==2.11 torchdata==0.11.0 pyzmq==27.3.0
                   msgspec==0.23.0 prometheus-client==0.26.0)
         main=(verl==0.9.1 TransferQueue==0.1.11 peft==0.22.0) ;;
-  art) packages=(openpipe-art==0.5.18 torch==2.13.0)
+  art) packages=(openpipe-art==0.5.18 "openai>=2.14,<3" torch==2.13.0)
        main=(openpipe-art==0.5.18) ;;
   *) echo "extra_env: unknown environment '$name'" >&2; exit 2 ;;
 esac

@@ -24,30 +24,15 @@ if importlib.util.find_spec("verl") is None:
 import hydra
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 from scripted_policy import ScriptedPolicy
 from test_skyrl_adapter import CASES, SUMMARY, in_process
-from verl.experimental.agent_loop.agent_loop import DictConfigWrap, _agent_loop_registry
 from verl.protocol import DataProto
 from verl.trainer.ppo.core_algos import AdvantageEstimator
 from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
-from verl.utils.dataset.rl_dataset import RLHFDataset
 
-from ac_train.integrations.verl_agent_loop import (
-    AGENT_NAME,
-    AutoCompactAgentLoop,
-    LocalServerClient,
-    PolicyServer,
-)
+from ac_train.integrations.verl_agent_loop import local_agent_loop
 from ac_train.models.checkpoints import load_tokenizer
 from ac_train.segments import ChatRenderer
-
-VERL_CONFIG = {
-    "actor_rollout_ref": {
-        "rollout": {"name": "vllm", "prompt_length": 8192, "response_length": 8192}
-    },
-    "data": {},
-}
 
 
 @pytest.fixture(scope="module")
@@ -56,19 +41,8 @@ def tokenizer():
 
 
 def episode(actions: list[str], tokenizer: Any, env: dict[str, Any], seed: int = 1):
-    config = OmegaConf.create(VERL_CONFIG)
     policy = ScriptedPolicy(actions)
-    loop = hydra.utils.instantiate(
-        config=_agent_loop_registry[AGENT_NAME] | {"env": env},
-        trainer_config=DictConfigWrap(config=config),
-        server_manager=LocalServerClient(config, PolicyServer(policy, tokenizer)),
-        tokenizer=tokenizer,
-        processor=None,
-        hf_model_type=None,
-        dataset_cls=RLHFDataset,
-        data_config=DictConfigWrap(config.data),
-    )
-    assert isinstance(loop, AutoCompactAgentLoop)
+    loop = local_agent_loop(policy, tokenizer, env, prompt_length=8192, response_length=8192)
     outputs = asyncio.run(loop.run({"temperature": 1.0}, raw_prompt=[], extra_info={"seed": seed}))
     return outputs, policy
 

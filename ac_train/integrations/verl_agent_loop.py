@@ -37,14 +37,18 @@ from typing import Any
 from uuid import uuid4
 
 import gymnasium as gym
+import hydra
 from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from verl.experimental.agent_loop.agent_loop import (
     AgentLoopBase,
     AgentLoopMetrics,
     AgentLoopOutput,
+    DictConfigWrap,
+    _agent_loop_registry,
     register,
 )
+from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.workers.rollout.llm_server import LLMServerClient
 from verl.workers.rollout.replica import TokenOutput
 
@@ -89,7 +93,7 @@ class AutoCompactAgentLoop(AgentLoopBase):
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[AgentLoopOutput]:
         choice = EpisodeChoice.model_validate(dict(kwargs.get("extra_info") or {}))
-        trajectory = await self._play(choice, sampling_params)
+        trajectory = await self.play(choice, sampling_params)
         return self.outputs(trajectory)
 
     def outputs(self, trajectory: Trajectory) -> list[AgentLoopOutput]:
@@ -110,7 +114,8 @@ class AutoCompactAgentLoop(AgentLoopBase):
             for i, segment in enumerate(segments)
         ]
 
-    async def _play(self, choice: EpisodeChoice, sampling_params: dict[str, Any]) -> Trajectory:
+    async def play(self, choice: EpisodeChoice, sampling_params: dict[str, Any]) -> Trajectory:
+        """The episode's trajectory (``run`` cuts it into outputs)."""
         loop = asyncio.get_running_loop()
         env = await loop.run_in_executor(None, self._make_env)
         try:
@@ -187,6 +192,44 @@ class LocalServerClient(LLMServerClient):
         return None
 
 
+def local_agent_loop(
+    policy: Policy,
+    tokenizer: Any,
+    env: Mapping[str, Any] | None = None,
+    *,
+    prompt_length: int = 32768,
+    response_length: int = 32768,
+) -> AutoCompactAgentLoop:
+    """The loop as verl's ``AgentLoopWorker`` builds it (from verl's agent-loop registry, by
+    ``hydra.utils.instantiate``), its server a ``PolicyServer`` of ``policy``: one episode
+    (``asyncio.run(loop.run(sampling_params, raw_prompt=[], extra_info={"seed": 0}))``) runs
+    on a CPU, outside a trainer."""
+    config = OmegaConf.create(
+        {
+            "actor_rollout_ref": {
+                "rollout": {
+                    "name": "vllm",
+                    "prompt_length": prompt_length,
+                    "response_length": response_length,
+                }
+            },
+            "data": {},
+        }
+    )
+    loop = hydra.utils.instantiate(
+        config=_agent_loop_registry[AGENT_NAME] | {"env": dict(env or {})},
+        trainer_config=DictConfigWrap(config=config),
+        server_manager=LocalServerClient(config, PolicyServer(policy, tokenizer)),
+        tokenizer=tokenizer,
+        processor=None,
+        hf_model_type=None,
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(config.data),
+    )
+    assert isinstance(loop, AutoCompactAgentLoop)
+    return loop
+
+
 def chatml_messages(text: str) -> list[dict[str, str]]:
     """The messages of a ChatML prompt (ending with the open assistant turn)."""
     parts = text.split("<|im_start|>")
@@ -229,5 +272,6 @@ __all__ = [
     "LocalServerClient",
     "PolicyServer",
     "chatml_messages",
+    "local_agent_loop",
     "segment_output",
 ]
