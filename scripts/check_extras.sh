@@ -3,6 +3,7 @@
 # trainer extra) into a fresh venv, and from outside the repository import what the extra is for.
 #
 #   bash scripts/check_extras.sh [EXTRA ...]     # default: base trl openenv skyrl
+#   bash scripts/check_extras.sh verl art        # by hand: verl's extra alone installs 131 packages
 #
 # "base" is the wheel alone: gym.make("AutoCompact-SWE-v0") and reset on the built-in and the
 # real-code suites, which checks that the package data (task repositories, the real suites'
@@ -38,8 +39,11 @@ from ac_env.integrations.openenv_client import AutoCompactEnvClient
 make_app(ServeOptions())'
   [skyrl]='from ac_env.integrations.skyrl import register
 register()'
+  [verl]='from ac_train.integrations.verl_agent_loop import AGENT_NAME, AutoCompactAgentLoop'
+  [art]='from ac_train.integrations.art_rollout import AutoCompactScenario, rollout
+AutoCompactScenario(env={"split": "easy"})'
 )
-declare -A needs_torch=([trl]=1 [train]=1)
+declare -A needs_torch=([trl]=1 [train]=1 [verl]=1)
 
 for extra in "${extras[@]}"; do
   [ -n "${probe[$extra]:-}" ] || { echo "check_extras: no probe for extra '$extra'" >&2; exit 2; }
