@@ -8,7 +8,8 @@ the same seeds both ways, and the rewards and compactions must match.
 Through verl: ``local_agent_loop`` (the loop built from verl's registry, ``PolicyServer`` behind
 verl's ``LLMServerClient``), then the episode cut into verl outputs. Through ART: ``play`` with
 ``PolicyClient``, then the ``art.Trajectory``. Context counts use SmolLM2's tokenizer both ways.
-Wall times include the sandbox and grading; run it on a quiet machine.
+One untimed in-process episode first (it fills the task caches). Wall times include the sandbox
+and grading; run it on a quiet machine.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ def main() -> None:
 
     tokenizer = load_tokenizer()
     through = through_verl if args.framework == "verl" else through_art
+    in_process(tokenizer)(args.seeds[0])  # warm-up: the first episode fills the task caches
     base_rate, base = timed(in_process(tokenizer), args.seeds)
     rate, results = timed(through(tokenizer), args.seeds)
     if results != base:

@@ -34,7 +34,7 @@ class GivesUp:
         self.actions = list(GIVE_UP)
 
     def act(self, observation: object) -> PolicyOutput:
-        return PolicyOutput(text=self.actions.pop(0))
+        return PolicyOutput(text=self.actions.pop(0) if self.actions else GIVE_UP[-1])
 
 
 def main() -> None:
