@@ -18,7 +18,8 @@
 # are installed without dependencies: their GPU stack (vLLM or SGLang, FSDP or Megatron, flash-attn,
 # ray[default]) is not needed for the agent loop and its multi-output GRPO on CPU.
 #
-# art: ART's client side (openpipe-art 0.5.18 with its own dependencies: litellm, weave, polars);
+# art: ART's client side: openpipe-art 0.5.18 and what `import art` and its tokenization import
+# (litellm, polars), without dependencies (weave, ART's tracing, is left out: 30 packages less);
 # torch stays .venv's CPU build, and openai stays below 3 (ART 0.5.18's Model.openai_client() hands
 # openai 3 an httpx.Timeout, which its httpx2 refuses). Its training backend (unsloth, vLLM: the
 # [backend] extra) needs a GPU.
@@ -34,8 +35,8 @@ case "$name" in
                   codetiming==1.4.0 pylatexenc==2.11 torchdata==0.11.0 pyzmq==27.3.0
                   msgspec==0.23.0 prometheus-client==0.26.0)
         main=(verl==0.9.1 TransferQueue==0.1.11 peft==0.22.0) ;;
-  art) packages=(openpipe-art==0.5.18 "openai>=2.14,<3" torch==2.13.0)
-       main=(openpipe-art==0.5.18) ;;
+  art) packages=(openai==2.54.0 tiktoken==0.14.0 distro==1.9.0 fastuuid==0.14.0)
+       main=(openpipe-art==0.5.18 litellm==1.82.0 polars==2.2.0 polars-runtime-32==2.2.0) ;;
   *) echo "extra_env: unknown environment '$name'" >&2; exit 2 ;;
 esac
 stamp=$venv/.autocompact-installed

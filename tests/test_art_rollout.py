@@ -7,7 +7,7 @@ that answers scripted actions the way ART's vLLM server does (each sampled token
 compared, token for token and mask for mask, with our segmenter's segments of the env's
 trajectory.
 
-ART's own dependencies (litellm, weave, polars, ...) live in their own environment:
+ART and what it imports (litellm, polars, openai<3) live in their own environment:
 ``bash scripts/extra_env.sh art``. Skipped where ART is absent.
 """
 
@@ -15,6 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -83,3 +88,22 @@ def test_each_history_tokenizes_in_art_as_our_segmenter_cuts_it(case, tokenizer)
 def test_a_bad_env_setting_is_refused_naming_the_field():
     with pytest.raises(ValueError, match="max_steps"):
         AutoCompactScenario(env={"max_steps": -1})
+
+
+def test_the_example_prints_the_compaction_and_arts_training_sequences():
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run(
+        [sys.executable, str(root / "examples" / "art_rollout.py")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "1 compaction(s), 1 additional histories" in run.stdout
+    assert "a history that opens with the summary" in run.stdout
+    sequences = re.findall(
+        r"trajectory (\d): \d+ tokens, \d+ trained, advantage ([+-][\d.]+)", run.stdout
+    )
+    assert sorted(sequences) == [("0", "+1.000")] * 2 + [("1", "-1.000")] * 2

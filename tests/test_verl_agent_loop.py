@@ -14,6 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -115,3 +120,20 @@ def test_a_bad_env_setting_fails_when_the_loop_is_built_naming_the_field(tokeniz
     # hydra wraps the loop's error in its own, keeping the message
     with pytest.raises(hydra.errors.InstantiationException, match="max_steps"):
         episode([], tokenizer, {"max_steps": -1})
+
+
+def test_the_example_prints_the_compaction_and_each_segments_advantage():
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run(
+        [sys.executable, str(root / "examples" / "verl_agent_loop.py")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "compaction at step" in run.stdout and "reward 1.0" in run.stdout
+    advantages = re.findall(r"task_(\d)_\d: advantage \[(-?[\d.]+)\]", run.stdout)
+    assert {session for session, _ in advantages} == {"0", "1"}
+    assert all(float(a) > 0 if s == "0" else float(a) < 0 for s, a in advantages)
