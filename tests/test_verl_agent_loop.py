@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import os
 import re
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +32,16 @@ import hydra
 import numpy as np
 import torch
 from scripted_policy import ScriptedPolicy
+from served_llamacpp import needs_llamacpp
 from test_skyrl_adapter import CASES, SUMMARY, in_process
 from verl.protocol import DataProto
 from verl.trainer.ppo.core_algos import AdvantageEstimator
 from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+from verl.workers.rollout.replica import TokenOutput
 
-from ac_train.integrations.verl_agent_loop import local_agent_loop
-from ac_train.models.checkpoints import load_tokenizer
+from ac_train.integrations.verl_agent_loop import EpisodeChoice, LocalServerClient, local_agent_loop
+from ac_train.models.checkpoints import load_tokenizer, smollm2_gguf_path
+from ac_train.models.llamacpp import llamacpp_server
 from ac_train.segments import ChatRenderer
 
 
@@ -137,3 +142,58 @@ def test_the_example_prints_the_compaction_and_each_segments_advantage():
     advantages = re.findall(r"task_(\d)_\d: advantage \[(-?[\d.]+)\]", run.stdout)
     assert {session for session, _ in advantages} == {"0", "1"}
     assert all(float(a) > 0 if s == "0" else float(a) < 0 for s, a in advantages)
+
+
+class LlamaCppServer:
+    """verl's rollout-server interface over llama.cpp's OpenAI-compatible ``/completions``:
+    the prompt ids are sent as their text (llama.cpp's server takes no token ids), and the
+    completion comes back as text, tokenized, with ``<|im_end|>`` closing it."""
+
+    def __init__(self, url: str, tokenizer: Any) -> None:
+        self.url = url
+        self.tokenizer = tokenizer
+        self.end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        self.calls = 0
+        self.generate = type("Remote", (), {"remote": staticmethod(self._generate)})()
+
+    async def _generate(self, *, prompt_ids: list[int], sampling_params: dict, **_: Any):
+        body = {
+            "prompt": self.tokenizer.decode(prompt_ids, skip_special_tokens=False),
+            "max_tokens": 96,
+            "temperature": sampling_params["temperature"],
+            "stop": ["<|im_end|>"],
+        }
+        request = urllib.request.Request(
+            f"{self.url}/completions",
+            json.dumps(body).encode(),
+            {"Content-Type": "application/json"},
+        )
+
+        def post() -> str:
+            with urllib.request.urlopen(request, timeout=300) as reply:
+                return json.load(reply)["choices"][0]["text"]
+
+        text = await asyncio.get_running_loop().run_in_executor(None, post)
+        self.calls += 1
+        ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.end]
+        return TokenOutput(token_ids=ids, stop_reason="completed")
+
+
+@needs_llamacpp
+@pytest.mark.slow
+def test_an_episode_against_the_llamacpp_server_gives_one_output_per_segment(tokenizer):
+    env = {"task_source": "builtin", "split": "easy", "max_steps": 5}
+    env["forced_compaction_threshold"] = 700  # SmolLM2's turns pass it: forced compactions
+    with llamacpp_server([(smollm2_gguf_path(), "smollm2")]) as url:
+        loop = local_agent_loop(ScriptedPolicy([]), tokenizer, env)
+        server = LlamaCppServer(url, tokenizer)
+        loop.server_manager = LocalServerClient(loop.config, server)
+        trajectory = asyncio.run(loop.play(EpisodeChoice(seed=2), {"temperature": 0.7}))
+    outputs = loop.outputs(trajectory)
+    calls = trajectory.model_calls()
+    assert server.calls == len(calls) and trajectory.compactions()
+    assert len(outputs) == len(trajectory.compactions()) + 1
+    trained = [
+        t for o in outputs for t, m in zip(o.response_ids, o.response_mask, strict=True) if m
+    ]
+    assert trained == [t for call in calls for t in call.output_token_ids]
