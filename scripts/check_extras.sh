@@ -4,6 +4,7 @@
 #
 #   bash scripts/check_extras.sh [EXTRA ...]     # default: base trl openenv skyrl
 #   bash scripts/check_extras.sh verifiers       # not in the default: its install took 510 s
+#   bash scripts/check_extras.sh verl art        # by hand: verl's extra alone installs 131 packages
 #
 # "base" is the wheel alone: gym.make("AutoCompact-SWE-v0") and reset on the built-in and the
 # real-code suites, which checks that the package data (task repositories, the real suites'
@@ -42,8 +43,11 @@ register()'
   [verifiers]='from autocompact_swe import load_environment
 env = load_environment(env={"split": "easy"}, seeds=[0, 1])
 print(type(env).__name__, [task.data.name for task in env.taskset])'
+  [verl]='from ac_train.integrations.verl_agent_loop import AGENT_NAME, AutoCompactAgentLoop'
+  [art]='from ac_train.integrations.art_rollout import AutoCompactScenario, rollout
+AutoCompactScenario(env={"split": "easy"})'
 )
-declare -A needs_torch=([trl]=1 [train]=1)
+declare -A needs_torch=([trl]=1 [train]=1 [verl]=1)
 # What a user installs beside the wheel for an extra: verifiers loads its environment by the
 # hub package's id (autocompact-swe), a package of its own (docs/verifiers.md).
 declare -A beside=([verifiers]="$repo/environments/autocompact_swe")
