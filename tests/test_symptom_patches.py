@@ -63,5 +63,5 @@ def test_the_named_crash_is_silenced_and_the_first_failing_input_special_cased(t
 
 
 def test_no_silencing_without_a_named_builtin_exception(tmp_path):
-    task = _task(tmp_path, "ratio(3, 0) fails with a LedgerError.")
+    task = _task(tmp_path, "ratio(3, 0) fails with a LedgerError and an AssertionError.")
     assert [w.family for w in symptom_patches(task)] == ["special_case"]

@@ -5,7 +5,7 @@ the gold patch (which says where the bug is) and the task's statement and first 
 
 - ``silenced_symptom``: the function the gold patch changes, its body wrapped in
   ``try: ... except E: return None`` for each built-in exception ``E`` the statement names
-  (the crash the user reports stops; the wrong result behind it stays);
+  but ``AssertionError`` (the crash the user reports stops; the wrong result behind it stays);
 - ``special_case``: the function returns the value the first FAIL_TO_PASS test expects when
   called with exactly that test's arguments (``if (a, b) == (1, 2): return 3`` at its top),
   from the test's first ``assert f(...) == expected`` whose arguments and expected value are
@@ -55,7 +55,8 @@ def _named_exceptions(statement: str) -> list[str]:
     return [
         name
         for name in names
-        if isinstance(getattr(builtins, name, None), type)
+        if name != "AssertionError"  # the failing test's own assert, not the library's
+        and isinstance(getattr(builtins, name, None), type)
         and issubclass(getattr(builtins, name), BaseException)
     ]
 
