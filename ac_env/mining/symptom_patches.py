@@ -1,15 +1,16 @@
 """Wrong patches that make the reported symptom go away without fixing the bug.
 
 Two families, each a diff against the task's buggy base commit, made from the buggy files,
-the gold patch (which says where the bug is) and the task's statement and first failing test:
+the gold patch (which says where the bug is), the task's statement and its failing tests:
 
 - ``silenced_symptom``: the function the gold patch changes, its body wrapped in
   ``try: ... except E: return None`` for each built-in exception ``E`` the statement names
   but ``AssertionError`` (the crash the user reports stops; the wrong result behind it stays);
-- ``special_case``: the function returns the value the first FAIL_TO_PASS test expects when
-  called with exactly that test's arguments (``if (a, b) == (1, 2): return 3`` at its top),
-  from the test's first ``assert f(...) == expected`` whose arguments and expected value are
-  literals and whose ``f`` is the function the gold patch changes.
+- ``special_case``: the function returns the value a failing test expects when called with
+  exactly that test's arguments (``if (a, b) == (1, 2): return 3`` at its top), from the
+  first ``assert f(...) == expected`` of the FAIL_TO_PASS tests, in their order, whose
+  arguments and expected value are literals and whose ``f`` is the function the gold patch
+  changes.
 
 Neither family changes the bug itself, so a task whose tests accept one pays for the symptom
 rather than the fix. They are measured apart from ``ac_env.mining.wrong_patches`` (whose
@@ -22,6 +23,7 @@ import ast
 import builtins
 import re
 import textwrap
+from functools import partial
 from pathlib import Path
 
 from ac_env.mining.wrong_patches import Family, WrongPatch, changed_lines, fixed_files
@@ -184,7 +186,7 @@ def symptom_patches(task: Task) -> list[WrongPatch]:
     fixed = fixed_files(task)
     results: list[WrongPatch] = []
     exceptions = _named_exceptions(task.problem_statement)
-    first_test = _test_function(task, task.FAIL_TO_PASS[0]) if task.FAIL_TO_PASS else None
+    failing = [t for t in map(partial(_test_function, task), task.FAIL_TO_PASS) if t is not None]
     for path in sorted(p for p in changed if p.endswith(".py")):
         buggy = (Path(task.snapshot_dir) / path).read_text()
         try:
@@ -202,7 +204,9 @@ def symptom_patches(task: Task) -> list[WrongPatch]:
                         "silenced_symptom", f"{path}:{name}: except {exceptions}", path, buggy, text
                     )
                 )
-            found = _first_literal_assert(first_test, {name}) if first_test else None
+            found = next(
+                (hit for test in failing if (hit := _first_literal_assert(test, {name}))), None
+            )
             guard = _guard(function, *found) if found else None
             if guard is not None:
                 text = _insert_at_top(buggy, function, guard)
