@@ -4,7 +4,7 @@ by the env's grader, per split, beside public audits of other benchmarks.
 
     nice -n 10 .venv/bin/python benchmarks/verifier_strength.py [--sources builtin real]
         [--sample N] [--cap SPLIT=N ...] [--recorded] [--out runs/verifier_strength.jsonl]
-        [--report-only] [--strengthen]
+        [--report-only] [--strengthen] [--symptom] [--ids ID ...]
 
 Each wrong patch is graded first against the task's FAIL_TO_PASS tests alone (a patch that
 fails one of them is rejected by the full grading too) and, when it passes them, by the full
@@ -15,6 +15,10 @@ tasks of each split in a fixed hashed order (a stratified sample; ``--cap long=1
 another number from one split); ``--recorded`` grades only the tasks that record their
 figures. ``--strengthen`` rewrites the shipped real-code suite from the file (each measured
 task records its figures; one that accepts a wrong patch is strengthened or dropped).
+``--ids`` grades these tasks as well as the sample. ``--symptom`` grades the wrong patches
+that only make the reported symptom go away instead (``ac_env.mining.symptom_patches``: the
+named crash silenced, the first failing input special-cased), into ``--out`` (default
+``runs/verifier_strength_symptom.jsonl``).
 
 Prints, per split, for the tasks as first graded ("before": every task id's first version in
 the file, dropped tasks included) and for the shipped tasks graded in their shipped version
@@ -30,6 +34,7 @@ import hashlib
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +46,8 @@ sys.path.insert(0, str(ROOT))
 from ac_env.grading import grade  # noqa: E402
 from ac_env.mining.pack import write_rows  # noqa: E402
 from ac_env.mining.strengthen import strengthen  # noqa: E402
-from ac_env.mining.wrong_patches import wrong_patches  # noqa: E402
+from ac_env.mining.symptom_patches import symptom_patches  # noqa: E402
+from ac_env.mining.wrong_patches import WrongPatch, wrong_patches  # noqa: E402
 from ac_env.sandbox.local import LocalSandbox  # noqa: E402
 from ac_env.tasks import load_tasks  # noqa: E402
 from ac_env.tasks.model import Task  # noqa: E402
@@ -83,7 +89,11 @@ def grade_wrong_patch(task: Task, patch: str) -> tuple[float | None, str]:
     return full.reward, "full"
 
 
-def run(tasks: list[tuple[str, Task]], out: Path) -> None:
+def run(
+    tasks: list[tuple[str, Task]],
+    out: Path,
+    generate: Callable[[Task], list[WrongPatch]] = wrong_patches,
+) -> None:
     done = set()
     if out.exists():
         for line in out.read_text().splitlines():
@@ -92,7 +102,7 @@ def run(tasks: list[tuple[str, Task]], out: Path) -> None:
     jobs = []
     for source, task in tqdm(tasks, desc="wrong patches", unit="task", leave=False):
         digest = tests_digest(task)
-        for wrong in wrong_patches(task):
+        for wrong in generate(task):
             if (task.instance_id, digest, wrong.key) not in done:
                 jobs.append((source, task, digest, wrong))
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -228,7 +238,8 @@ def main() -> None:
         metavar="SPLIT=N",
         help="tasks of these splits (overrides --sample for them)",
     )
-    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "verifier_strength.jsonl")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--ids", nargs="*", default=[], help="tasks graded besides the sample")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument(
         "--recorded",
@@ -241,7 +252,14 @@ def main() -> None:
         help="rewrite the shipped real-code suite: record each measured task's figures, "
         "strengthen or drop the tasks that accept a wrong patch",
     )
+    parser.add_argument(
+        "--symptom",
+        action="store_true",
+        help="grade the symptom-only wrong patches (silenced crash, special-cased input)",
+    )
     args = parser.parse_args()
+    name = "verifier_strength_symptom.jsonl" if args.symptom else "verifier_strength.jsonl"
+    args.out = args.out or ROOT / "runs" / name
     if args.strengthen:
         strengthen_real_suite(args.out)
         return
@@ -250,9 +268,11 @@ def main() -> None:
     chosen = _sample([task for _, task in shipped], args.sample, caps)
     if args.recorded:
         chosen = [task for task in chosen if task.wrong_patches_accepted is not None]
-    kept = {task.instance_id for task in chosen}
+    kept = {task.instance_id for task in chosen} | set(args.ids)
     if not args.report_only:
-        run([(source, task) for source, task in shipped if task.instance_id in kept], args.out)
+        generate = symptom_patches if args.symptom else wrong_patches
+        chosen_tasks = [(source, task) for source, task in shipped if task.instance_id in kept]
+        run(chosen_tasks, args.out, generate)
     report(args.out, {task.instance_id: tests_digest(task) for _, task in shipped})
 
 

@@ -179,7 +179,7 @@ def test_a_claim_the_history_does_not_show_is_reported(edit, problem):
     [
         ("after_locate", None, "tiny-calc-1"),
         # three bugs: a summary after each partial fix, a fresh search after it
-        ("after_fix", "builtin", "synthetic__ledgerly-medium-train-10004"),
+        ("after_fix", "builtin", "synthetic__ledgerly-medium-train-10000"),
     ],
 )
 def test_the_reference_agents_own_summaries_assert_nothing_unshown(

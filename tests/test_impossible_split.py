@@ -20,7 +20,7 @@ from ac_env.tasks.impossible import PREFIX, contradict
 from ac_env.tasks.model import Task
 
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
-BUILTIN_SAMPLE = ["synthetic__stencil-easy-train-0", "synthetic__datewise-hard-train-20003"]
+BUILTIN_SAMPLE = ["synthetic__stencil-easy-train-0", "synthetic__datewise-hard-train-20001"]
 REAL_SAMPLE = ["inflection-0.5.1__6135c611b9"]
 
 

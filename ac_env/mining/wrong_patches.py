@@ -32,7 +32,7 @@ from ac_env.tasks.model import Task
 from ac_env.tasks.synthetic.mutations import Mutation, apply_mutations, find_mutations
 from ac_env.tasks.synthetic.project import unified_diff
 
-Family = Literal["near_miss", "partial_fix"]
+Family = Literal["near_miss", "partial_fix", "silenced_symptom", "special_case"]
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 # Near misses kept per task, in this order of operators (deterministic; the first kinds are
 # those public audits found accepted most often).
@@ -229,9 +229,17 @@ def wrong_patches(task: Task, limit: int = MAX_NEAR_MISSES) -> list[WrongPatch]:
     misses and one partial fix per hunk of a multi-hunk gold patch, each distinct."""
     if task.snapshot_dir is None:
         raise ValueError(f"{task.instance_id}: no snapshot_dir to read the buggy files from")
-    changed = changed_lines(task.patch)
-    buggy = {path: (task.snapshot_dir / path).read_text() for path in changed}
-    fixed = _apply(task.patch, buggy)
+    buggy = {path: (task.snapshot_dir / path).read_text() for path in changed_lines(task.patch)}
+    return wrong_patches_of(task.patch, buggy, limit)
+
+
+def wrong_patches_of(
+    gold_patch: str, buggy: dict[str, str], limit: int = MAX_NEAR_MISSES
+) -> list[WrongPatch]:
+    """The wrong patches of a gold patch, given the files it changes as the bug leaves them
+    (path -> text): what ``wrong_patches`` makes of a task, without a snapshot."""
+    changed = changed_lines(gold_patch)
+    fixed = _apply(gold_patch, buggy)
     seen = {_signature(buggy), _signature(fixed)}
     results: list[WrongPatch] = []
 
@@ -267,7 +275,7 @@ def wrong_patches(task: Task, limit: int = MAX_NEAR_MISSES) -> list[WrongPatch]:
             f"{where}: {mutation.original!r} -> {mutation.replacement!r}",
             {**fixed, mutation.file: text},
         )
-    for left_out, files in _partial_fixes(task.patch, buggy):
+    for left_out, files in _partial_fixes(gold_patch, buggy):
         add("partial_fix", "gold_minus_hunk", f"the gold patch without {left_out}", files)
     return results
 

@@ -77,7 +77,7 @@ class Task(BaseModel):
     wrong_patches_accepted: int | None = Field(
         default=None,
         description="how many of them the tests accept that are not provably equivalent to "
-        "the gold patch (0 for every shipped real-code task); None: not measured",
+        "the gold patch (0 for every shipped task); None: not measured",
     )
 
     @field_validator("instance_id")

@@ -6,14 +6,15 @@ A mutant is kept when its failing tests are between one and ``--max-failing``, n
 a collection error or a time-out, and three runs agree exactly. The unmutated domain must pass
 all its tests three times first. Then ``--pairs`` pairs of kept bugs per domain (different
 functions, disjoint failing tests) are validated together the same way; a pair is kept when it
-breaks exactly the union of its bugs' tests.
+breaks exactly the union of its bugs' tests. Last, every kept entry's generated wrong patches
+are graded by the domain's suite (``strength``) and the entry records how many it rejects and
+accepts.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -29,21 +30,17 @@ from ac_env.tasks.synthetic.catalog import (
     domain_hash,
     single_id,
 )
-from ac_env.tasks.synthetic.domain import DOMAIN_NAMES, Domain, load_domain, write_files
-from ac_env.tasks.synthetic.mutations import Mutation, apply_mutations, find_mutations
-from ac_env.tasks.synthetic.pytest_runs import DEFAULT_TEST_PYTHON, TestRun, run_pytest
+from ac_env.tasks.synthetic.domain import DOMAIN_NAMES, Domain, load_domain
+from ac_env.tasks.synthetic.mutations import Mutation, find_mutations
+from ac_env.tasks.synthetic.pytest_runs import DEFAULT_TEST_PYTHON, TestRun
+from ac_env.tasks.synthetic.strength import buggy_files, run_domain, with_wrong_patch_figures
 
 RUNS = 3
 
 
 def run_mutant(domain: Domain, mutations: list[Mutation], python: str, timeout_s: float) -> TestRun:
     """Test results of the domain with ``mutations`` applied, in a fresh temp copy."""
-    files = dict(domain.files)
-    for path in {m.file for m in mutations}:
-        files[path] = apply_mutations(files[path], [m for m in mutations if m.file == path])
-    with tempfile.TemporaryDirectory(prefix="ac-mutant-") as tmp:
-        write_files(files, Path(tmp))
-        return run_pytest(Path(tmp), python=python, timeout_s=timeout_s)
+    return run_domain(domain, buggy_files(domain, mutations), python, timeout_s)
 
 
 def baseline_tests(domain: Domain, python: str, timeout_s: float) -> list[str]:
@@ -153,7 +150,8 @@ def build_domain(
         [set(a.fail_to_pass) | set(b.fail_to_pass) for a, b in chosen],
     )
     record = DomainRecord(source_hash=domain_hash(domain), tests=tests, candidates=len(candidates))
-    return record, singles + combined
+    graded = with_wrong_patch_figures(domain, singles + combined, tests, python, jobs, timeout_s)
+    return record, graded
 
 
 def _validate_all(

@@ -19,7 +19,7 @@ from ac_env.tasks.synthetic.domain import Domain, load_domain
 from ac_env.tasks.synthetic.mutations import Mutation
 
 CATALOG_PATH = Path(__file__).resolve().parent / "catalog.json"
-CATALOG_FORMAT = 1
+CATALOG_FORMAT = 2
 EVAL_SHARE = 5  # one single bug in five is held out for evaluation
 
 
@@ -37,7 +37,10 @@ class CatalogEntry(BaseModel):
     different functions, whose failing tests do not overlap), and the tests it breaks.
 
     For each failing test, ``failing_statements`` holds the test's statement that failed
-    and ``failure_messages`` the ``E`` lines pytest printed.
+    and ``failure_messages`` the ``E`` lines pytest printed. ``wrong_patches_rejected`` and
+    ``wrong_patches_accepted``: how many of its tasks' generated wrong patches that are not
+    provably equivalent the domain's suite rejects and accepts (``strength``; None until
+    graded); the suite plans tasks only from entries that accept none.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -48,6 +51,8 @@ class CatalogEntry(BaseModel):
     fail_to_pass: list[str]
     failing_statements: dict[str, str]
     failure_messages: dict[str, str]
+    wrong_patches_rejected: int | None = None
+    wrong_patches_accepted: int | None = None
 
     def subset(self) -> str:
         """``train`` or held-out ``eval``, by a hash of the first bug's single id; entries

@@ -132,10 +132,12 @@ def _candidates(
     catalog: Catalog, profile: SplitProfile, subset: str, bugs: int
 ) -> list[CatalogEntry]:
     """Eligible entries with ``bugs`` bugs, ordered by a split-specific hash and interleaved
-    across domains."""
+    across domains. An entry whose tests accept a generated wrong patch is never eligible."""
     by_domain: dict[str, list[CatalogEntry]] = {}
     for entry in catalog.entries:
         if len(entry.mutations) != bugs or entry.subset() != subset:
+            continue
+        if entry.wrong_patches_accepted != 0:
             continue
         if len(entry.fail_to_pass) > profile.max_fail_to_pass * bugs:
             continue
@@ -242,6 +244,8 @@ def build_task(
             functions=[f"{module_name(m.file)}:{m.function}" for m in entry.mutations],
             operators=[m.operator for m in entry.mutations],
         ),
+        wrong_patches_rejected=entry.wrong_patches_rejected,
+        wrong_patches_accepted=entry.wrong_patches_accepted,
     )
 
 
