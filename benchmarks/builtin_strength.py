@@ -1,5 +1,5 @@
 """Verifier strength of the built-in suite, per split: how many generated wrong patches
-(``ac_env.mining.wrong_patches``) the planned tasks' tests reject and accept, from the figures
+(``ac_env.tasks.wrong_patches``) the planned tasks' tests reject and accept, from the figures
 the catalogue records (``ac_env.tasks.synthetic.strength``, written by ``build_catalog``).
 
     nice -n 10 .venv/bin/python benchmarks/builtin_strength.py [--regrade]

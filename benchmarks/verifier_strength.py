@@ -1,5 +1,5 @@
 """How often a shipped task's tests accept a wrong patch: every task's generated wrong patches
-(``ac_env.mining.wrong_patches``: near misses at the bug site, gold minus one hunk) graded
+(``ac_env.tasks.wrong_patches``: near misses at the bug site, gold minus one hunk) graded
 by the env's grader, per split, beside public audits of other benchmarks.
 
     nice -n 10 .venv/bin/python benchmarks/verifier_strength.py [--sources builtin real]
@@ -16,7 +16,7 @@ another number from one split); ``--recorded`` grades only the tasks that record
 figures. ``--strengthen`` rewrites the shipped real-code suite from the file (each measured
 task records its figures; one that accepts a wrong patch is strengthened or dropped).
 ``--ids`` grades these tasks as well as the sample. ``--symptom`` grades the wrong patches
-that only make the reported symptom go away instead (``ac_env.mining.symptom_patches``: the
+that only make the reported symptom go away instead (``ac_env.tasks.symptom_patches``: the
 named crash silenced, the first failing input special-cased), into ``--out`` (default
 ``runs/verifier_strength_symptom.jsonl``).
 
@@ -46,12 +46,12 @@ sys.path.insert(0, str(ROOT))
 from ac_env.grading import grade  # noqa: E402
 from ac_env.mining.pack import write_rows  # noqa: E402
 from ac_env.mining.strengthen import strengthen  # noqa: E402
-from ac_env.mining.symptom_patches import symptom_patches  # noqa: E402
-from ac_env.mining.wrong_patches import WrongPatch, wrong_patches  # noqa: E402
 from ac_env.sandbox.local import LocalSandbox  # noqa: E402
 from ac_env.tasks import load_tasks  # noqa: E402
 from ac_env.tasks.model import Task  # noqa: E402
 from ac_env.tasks.real.suite import DATA_DIR, read_manifest, read_rows, real_tasks  # noqa: E402
+from ac_env.tasks.symptom_patches import symptom_patches  # noqa: E402
+from ac_env.tasks.wrong_patches import WrongPatch, wrong_patches  # noqa: E402
 
 AUDITS = (
     ("SWE-bench Verified (49-task audit sample)", 28.5),

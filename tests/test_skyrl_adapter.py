@@ -24,7 +24,7 @@ from ac_env.integrations.skyrl import ENV_CLASS, dataset_rows, register
 SUMMARY = "# Auto Context Summary\n## Known\nthe bug is in src\n## Workspace\nclean\n## Next\nfix"
 GOLD = "the gold patch"  # stands for the task's gold patch, applied by a bash block
 # a context past the threshold after the second turn: the third is taken as the summary
-FORCED = {"forced_compaction_threshold": 1220}
+FORCED = {"forced_compaction_threshold": 1020}  # seed 1: 989 tokens after turn 1, 1044 after 2
 CASES = {
     "proactive": ({}, ["grep", "no action here", SUMMARY, GOLD, "submit"], "policy", 1.0),
     "forced": (FORCED, ["grep", "no action here", "not a summary", "submit"], "fallback", 0.0),

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from ac_env.mining.sdist import commit_tree
 from ac_env.mining.strengthen import strengthen
-from ac_env.mining.wrong_patches import wrong_patches
 from ac_env.sandbox.local import LocalSandbox
 from ac_env.tasks.model import Task
 from ac_env.tasks.synthetic.project import unified_diff
+from ac_env.tasks.wrong_patches import wrong_patches
 
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
 FIXED = "def sign(x):\n    if x < 0:\n        return -1\n    return 1\n"

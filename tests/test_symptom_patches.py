@@ -6,8 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from ac_env.mining.symptom_patches import symptom_patches
 from ac_env.tasks.model import Task
+from ac_env.tasks.symptom_patches import symptom_patches
 from ac_env.tasks.synthetic.project import unified_diff
 
 FIXED = '''\

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from ac_env.grading import grade
-from ac_env.mining.wrong_patches import changed_lines, wrong_patches
 from ac_env.sandbox.local import LocalSandbox
 from ac_env.tasks import load_tasks
 from ac_env.tasks.model import Task
@@ -21,6 +20,7 @@ from ac_env.tasks.synthetic.project import unified_diff
 from ac_env.tasks.synthetic.pytest_runs import DEFAULT_TEST_PYTHON
 from ac_env.tasks.synthetic.strength import entry_wrong_patches, with_wrong_patch_figures
 from ac_env.tasks.synthetic.suite import TaskPlan, plan_suite
+from ac_env.tasks.wrong_patches import changed_lines, wrong_patches
 
 ISOLATION = "bwrap" if shutil.which("bwrap") else "none"
 FIXED = """\

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 from ac_env.grading import grade
 from ac_env.mining.runner import SuiteRunner
-from ac_env.mining.wrong_patches import WrongPatch, fixed_files
 from ac_env.pytest_log import PASSING
 from ac_env.sandbox.base import Sandbox
 from ac_env.tasks.model import Task
+from ac_env.tasks.wrong_patches import WrongPatch, fixed_files
 
 
 @dataclass

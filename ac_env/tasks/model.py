@@ -70,7 +70,7 @@ class Task(BaseModel):
     ground_truth: GroundTruth | None = None
     wrong_patches_rejected: int | None = Field(
         default=None,
-        description="how many generated wrong patches (ac_env.mining.wrong_patches: near "
+        description="how many generated wrong patches (ac_env.tasks.wrong_patches: near "
         "misses at the bug site, the gold patch less one hunk) the task's tests reject; None: "
         "not measured",
     )

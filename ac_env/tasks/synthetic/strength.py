@@ -1,7 +1,7 @@
 """Which generated wrong patches a catalogued bug's tests reject.
 
 A built-in task's tests are its domain's whole suite, and its gold patch undoes the entry's
-mutations, so a task's wrong patches (``ac_env.mining.wrong_patches``: near misses at the bug
+mutations, so a task's wrong patches (``ac_env.tasks.wrong_patches``: near misses at the bug
 site, gold minus one hunk) are the same for every task made from one entry. Each distinct
 wrong-patched domain runs the suite once; a wrong patch is rejected when one test fails (or
 the run times out or cannot collect), accepted when every test passes. One that parses to the
@@ -16,13 +16,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ac_env.mining.wrong_patches import WrongPatch, wrong_patches_of
 from ac_env.pytest_log import Outcome
 from ac_env.tasks.synthetic.catalog import CatalogEntry
 from ac_env.tasks.synthetic.domain import Domain, write_files
 from ac_env.tasks.synthetic.mutations import Mutation, apply_mutations
 from ac_env.tasks.synthetic.project import unified_diff
 from ac_env.tasks.synthetic.pytest_runs import TestRun, run_pytest
+from ac_env.tasks.wrong_patches import WrongPatch, wrong_patches_of
 
 
 def run_domain(domain: Domain, changed: dict[str, str], python: str, timeout_s: float) -> TestRun:

@@ -13,7 +13,7 @@ the gold patch (which says where the bug is), the task's statement and its faili
   changes.
 
 Neither family changes the bug itself, so a task whose tests accept one pays for the symptom
-rather than the fix. They are measured apart from ``ac_env.mining.wrong_patches`` (whose
+rather than the fix. They are measured apart from ``ac_env.tasks.wrong_patches`` (whose
 figures the shipped tasks record).
 """
 
@@ -26,9 +26,9 @@ import textwrap
 from functools import partial
 from pathlib import Path
 
-from ac_env.mining.wrong_patches import Family, WrongPatch, changed_lines, fixed_files
 from ac_env.tasks.model import Task
 from ac_env.tasks.synthetic.project import unified_diff
+from ac_env.tasks.wrong_patches import Family, WrongPatch, changed_lines, fixed_files
 
 _EXCEPTION_NAME = re.compile(r"\b([A-Z][A-Za-z]*(?:Error|Exception))\b")
 Function = ast.FunctionDef | ast.AsyncFunctionDef
