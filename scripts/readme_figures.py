@@ -85,72 +85,9 @@ def grpo_sitting() -> str:
     return "\n".join(lines)
 
 
-def _cell(estimate: dict[str, Any] | None) -> str:
-    """A held-out mean with its interval, from ``{"mean", "ci": [low, high]}``."""
-    if estimate is None:
-        return "-"
-    low, high = estimate["ci"]
-    return _interval({"mean": estimate["mean"], "low": low, "high": high})
-
-
-def _paired(estimate: dict[str, Any] | None) -> str:
-    if estimate is None:
-        return "-"
-    diff, (low, high) = estimate["diff"] * 100, (v * 100 for v in estimate["ci"])
-    if low == high == diff:
-        return f"{diff:+.0f} pts"
-    return f"{diff:+.0f} pts [{low:+.0f}, {high:+.0f}]"
-
-
-PIPELINE_ROWS = (
-    ("exact/success", "success, exact plan"),
-    ("exact/follows_plan", "follows the plan, exact plan"),
-    ("exact/valid_action_rate", "valid actions, exact plan"),
-    ("exact/format_error_rate", "format errors, exact plan"),
-    ("prose/success", "success, plan in prose (control)"),
-    ("wrong_line/success", "success, plan naming a wrong line (control)"),
-    ("wrong_line/follows_plan", "follows the wrong plan (control)"),
-)
-
-
-def pipeline() -> str:
-    """The method end to end: Base, SFT and GRPO on the held-out continuation starts, beside
-    the paper's row (``docs/results/pipeline_cpu.json``)."""
-    run = _load("pipeline_cpu.json")
-    held, paired = run["held_out"], run["paired"]
-    lines = [
-        "| | Base | AutoCompact-SFT | AutoCompact (SFT, then RL) | SFT - Base (paired) "
-        "| RL - Base (paired) |",
-        "|---|---|---|---|---|---|",
-        "| the method's paper: SWE-bench Verified, whole task | 30.4% | 32.2% | 39.6% | "
-        "+1.8 pts | +9.2 pts |",
-    ]
-    for name, label in PIPELINE_ROWS:
-        row = held[name]
-        lines.append(
-            f"| here: {label} | {_cell(row.get('base'))} | {_cell(row.get('sft'))} | "
-            f"{_cell(row.get('grpo'))} | {_paired(paired.get('sft_vs_base', {}).get(name))} | "
-            f"{_paired(paired.get('grpo_vs_base', {}).get(name))} |"
-        )
-    wall = run["wall_s"]
-    curve = run.get("grpo_curve", [])
-    informative = sum(1 for step in curve if step["informative_groups"] > 0)
-    stages = ", ".join(f"{stage} {seconds / 60:.0f}" for stage, seconds in wall.items())
-    lines.append("")
-    lines.append(
-        f"Held out: {held['exact/success']['base']['n']} start states a plan, means over start "
-        f"states with 95% bootstrap intervals; differences paired by start state. "
-        f"{sum(wall.values()) / 60:.0f} minutes on 2 CPU cores ({stages}); {len(curve)} GRPO "
-        f"steps, {informative} with an informative group; source: "
-        "`docs/results/pipeline_cpu.json`."
-    )
-    return "\n".join(lines)
-
-
 RENDERERS: dict[str, Callable[[], str]] = {
     "bench_main": bench_main,
     "grpo_sitting": grpo_sitting,
-    "pipeline": pipeline,
 }
 
 
