@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
@@ -107,3 +108,14 @@ class Context:
     def prompt_fingerprint(self) -> list[tuple[int, int]]:
         """(message id, tokens) per message: what the cost meter compares between calls."""
         return [(m.id, m.tokens) for m in self.messages]
+
+
+def kept_messages(held: Sequence[Mapping[str, str]], context: Sequence[Mapping[str, str]]) -> int:
+    """How many leading messages of ``held`` (a framework's chat so far) the env's new
+    ``context`` keeps unchanged: ``len(held)`` inside a segment, fewer after a prefix rewrite."""
+    count = 0
+    for mine, theirs in zip(held, context, strict=False):
+        if dict(mine) != dict(theirs):
+            break
+        count += 1
+    return count

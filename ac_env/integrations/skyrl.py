@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput, ConversationType
 
 from ac_env.config import parse_config
+from ac_env.context import kept_messages
 
 ENV_ID = "AutoCompact-SWE-v0"
 ENV_CLASS = "autocompact"
@@ -98,7 +99,7 @@ class AutoCompactTextEnv(BaseTextEnv):
         self.turns += 1
         context = [dict(message) for message in observation]
         held = [*self._chat, {"role": "assistant", "content": action}]
-        keep = _common_prefix(held, context)
+        keep = kept_messages(held, context)
         self._chat = context
         self._last_info = info
         self._reward = float(reward)
@@ -133,15 +134,6 @@ class AutoCompactTextEnv(BaseTextEnv):
         if self._env is not None:
             self._env.close()
             self._env = None
-
-
-def _common_prefix(held: Sequence[Mapping[str, str]], context: Sequence[Mapping[str, str]]) -> int:
-    count = 0
-    for mine, theirs in zip(held, context, strict=False):
-        if dict(mine) != dict(theirs):
-            break
-        count += 1
-    return count
 
 
 def register(env_class: str = ENV_CLASS) -> None:

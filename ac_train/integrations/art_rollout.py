@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator
 
 import ac_env  # noqa: F401  (registers AutoCompact-SWE-v0)
 from ac_env.config import parse_config
+from ac_env.context import kept_messages
 from ac_env.policy import Policy, PolicyOutput
 from ac_env.trajectory import Trajectory
 
@@ -145,7 +146,7 @@ async def play(
             done = terminated or truncated
             held = [*context, {"role": "assistant", "content": action.text}]
             context = _messages(observation)
-            keep = _common_prefix(held, context)
+            keep = kept_messages(held, context)
             current.append(choice)
             if keep < len(held):  # a rewrite: the segment ends with this turn
                 earlier.append(current)
@@ -217,15 +218,6 @@ def sampled_token_ids(choice: Choice) -> list[int] | None:
 
 def _messages(observation: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
     return [{"role": m["role"], "content": m["content"]} for m in observation]
-
-
-def _common_prefix(held: Sequence[Mapping[str, str]], context: Sequence[Mapping[str, str]]) -> int:
-    count = 0
-    for mine, theirs in zip(held, context, strict=False):
-        if dict(mine) != dict(theirs):
-            break
-        count += 1
-    return count
 
 
 __all__ = [
